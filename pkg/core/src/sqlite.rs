@@ -1,0 +1,52 @@
+//! Opening an embedded SQLite file the way every karpor backend wants it: the directory
+//! created, WAL mode (readers never block the writer), a busy timeout, a bounded pool.
+
+use std::path::Path;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+
+/// Opens (creating if needed) the database at `path`. The error names the path.
+pub async fn open_pool(path: &Path, max_connections: u32) -> Result<SqlitePool, String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
+    }
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(Duration::from_secs(5));
+    SqlitePoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect_with(options)
+        .await
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn creates_the_directory_and_uses_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/db.sqlite");
+        let pool = open_pool(&path, 1).await.unwrap();
+        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        assert!(path.exists());
+    }
+
+    #[tokio::test]
+    async fn an_unwritable_place_names_the_path() {
+        let err = open_pool(Path::new("/proc/karpor/db.sqlite"), 1)
+            .await
+            .unwrap_err();
+        assert!(err.contains("/proc/karpor"), "{err}");
+    }
+}

@@ -1,0 +1,25 @@
+//! The health subsystem of karpor (see `shared/health-spec.md`, the contract).
+//!
+//! Components implement [`HealthReporter`] and register with a [`HealthChecker`]; the
+//! [`routes`] serve `/livez` and `/readyz` from it. This crate depends on no other karpor
+//! crate: backends and components depend on it.
+
+mod builtin;
+mod checker;
+mod damping;
+mod http;
+mod metrics;
+mod report;
+mod reporter;
+mod upstream;
+
+pub use builtin::{Heartbeat, Ping};
+pub use checker::{
+    Endpoint, HealthChecker, Membership, ReportRequest, Settings, UnknownCheck, SHUTDOWN_CHECK,
+};
+pub use damping::Thresholds;
+pub use http::routes;
+pub use metrics::HealthMetrics;
+pub use report::{Entry, HealthReport, Status};
+pub use reporter::{CheckOutcome, ComponentType, Failure, HealthReporter, Reason};
+pub use upstream::{HealthClient, ProbeError, ProbeOptions, ProbeResponse, UpstreamCheck, HOP_HEADER};

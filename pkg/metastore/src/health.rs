@@ -1,0 +1,44 @@
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use karpor_health::{CheckOutcome, ComponentType, HealthReporter, Reason};
+
+use crate::{MetadataStore, StoreError};
+
+/// The `Server` check of `/readyz`: the metadata store answers.
+pub struct MetastoreCheck {
+    store: Arc<dyn MetadataStore>,
+}
+
+impl MetastoreCheck {
+    pub fn new(store: Arc<dyn MetadataStore>) -> Self {
+        MetastoreCheck { store }
+    }
+}
+
+#[async_trait]
+impl HealthReporter for MetastoreCheck {
+    fn name(&self) -> &str {
+        "Server"
+    }
+
+    fn component_type(&self) -> ComponentType {
+        ComponentType::Datastore
+    }
+
+    async fn check(&self) -> CheckOutcome {
+        match self.store.ping().await {
+            Ok(()) => CheckOutcome::Pass,
+            Err(e) => {
+                let reason = match e {
+                    StoreError::Unavailable(_) => Reason::Unreachable,
+                    StoreError::Unauthorized(_) => Reason::Unauthorized,
+                    StoreError::Timeout => Reason::Timeout,
+                    StoreError::Misconfigured(_) => Reason::Misconfigured,
+                };
+                let detail = format!("{} backend: {e}", self.store.backend());
+                CheckOutcome::fail(reason, detail)
+            }
+        }
+    }
+}

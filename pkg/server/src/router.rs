@@ -1,0 +1,52 @@
+use std::sync::Arc;
+
+use axum::http::{HeaderName, Request};
+use axum::response::Html;
+use axum::routing::get;
+use axum::Router;
+use karpor_health::HealthChecker;
+use prometheus_client::registry::Registry;
+use tower::ServiceBuilder;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const PLACEHOLDER_PAGE: &str = include_str!("../../../ui-placeholder/index.html");
+
+/// What a process's router is made of.
+pub struct RouterParts {
+    pub health: HealthChecker,
+    /// Unlocks raw failure details on `/readyz/{check}`.
+    pub admin_token: Option<String>,
+    pub metrics: Arc<Registry>,
+    /// Serve the placeholder page at `/` (the server does; the syncer's probe port not).
+    pub with_ui: bool,
+}
+
+pub fn router(parts: RouterParts) -> Router {
+    let mut app = karpor_health::routes(parts.health, parts.admin_token)
+        .merge(crate::metrics::routes(parts.metrics));
+    if parts.with_ui {
+        app = app.route("/", get(|| async { Html(PLACEHOLDER_PAGE) }));
+    }
+    // Outermost first: take or make the request id, open a span carrying it (so every log
+    // line of the request has it), and echo it in the response.
+    app.layer(
+        ServiceBuilder::new()
+            .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+            .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                let id = request
+                    .headers()
+                    .get(&REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                tracing::info_span!(
+                    "request",
+                    request_id = %id,
+                    method = %request.method(),
+                    path = %request.uri().path(),
+                )
+            }))
+            .layer(PropagateRequestIdLayer::new(REQUEST_ID)),
+    )
+}

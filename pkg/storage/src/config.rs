@@ -1,0 +1,56 @@
+use std::path::PathBuf;
+
+use karpor_core::SecretSource;
+use serde::{Deserialize, Serialize};
+
+/// `storage:` in the config file; `backend` selects the variant.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(tag = "backend", rename_all = "lowercase", deny_unknown_fields)]
+pub enum StorageConfig {
+    Sqlite { path: PathBuf },
+    Elasticsearch(ElasticConfig),
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig::Sqlite {
+            path: PathBuf::from("./data/resources.db"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ElasticConfig {
+    /// `http(s)://host:port` of one node or a load balancer.
+    pub url: String,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<SecretSource>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_backends_parse() {
+        let es: StorageConfig = serde_yaml::from_str(
+            "{backend: elasticsearch, url: 'http://127.0.0.1:9200', username: elastic, password: {env: ES_PASSWORD}}",
+        )
+        .unwrap();
+        assert!(matches!(es, StorageConfig::Elasticsearch(c) if c.username.as_deref() == Some("elastic")));
+        let sqlite: StorageConfig = serde_yaml::from_str("{backend: sqlite, path: r.db}").unwrap();
+        assert_eq!(sqlite, StorageConfig::Sqlite { path: "r.db".into() });
+    }
+
+    #[test]
+    fn unknown_backend_and_keys_are_refused() {
+        let err = serde_yaml::from_str::<StorageConfig>("{backend: mongo}").unwrap_err();
+        assert!(err.to_string().contains("elasticsearch"), "{err}");
+        let err = serde_yaml::from_str::<StorageConfig>("{backend: elasticsearch, url: x, urls: y}")
+            .unwrap_err();
+        assert!(err.to_string().contains("urls"), "{err}");
+    }
+}

@@ -1,0 +1,49 @@
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use karpor_health::{CheckOutcome, ComponentType, HealthReporter, Reason};
+
+use crate::{ResourceStorage, StorageError};
+
+/// The `Storage` check of `/readyz`.
+pub struct StorageCheck {
+    storage: Arc<dyn ResourceStorage>,
+}
+
+impl StorageCheck {
+    pub fn new(storage: Arc<dyn ResourceStorage>) -> Self {
+        StorageCheck { storage }
+    }
+}
+
+/// The public reason for a storage error.
+pub fn reason_of(e: &StorageError) -> Reason {
+    match e {
+        StorageError::Unavailable(_) => Reason::Unreachable,
+        StorageError::Unauthorized(_) => Reason::Unauthorized,
+        StorageError::Timeout => Reason::Timeout,
+        StorageError::StatusRed => Reason::StatusRed,
+        StorageError::Misconfigured(_) => Reason::Misconfigured,
+    }
+}
+
+#[async_trait]
+impl HealthReporter for StorageCheck {
+    fn name(&self) -> &str {
+        "Storage"
+    }
+
+    fn component_type(&self) -> ComponentType {
+        ComponentType::Datastore
+    }
+
+    async fn check(&self) -> CheckOutcome {
+        match self.storage.ping().await {
+            Ok(()) => CheckOutcome::Pass,
+            Err(e) => CheckOutcome::fail(
+                reason_of(&e),
+                format!("{} backend: {e}", self.storage.backend()),
+            ),
+        }
+    }
+}

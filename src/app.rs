@@ -1,0 +1,203 @@
+//! The application: components assembled from config, served until the shutdown signal,
+//! then taken down in order (readiness fails, drain, listener closes, workers stop).
+
+use std::future::Future;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use karpor_health::{
+    HealthChecker, HealthClient, HealthMetrics, HealthReporter, Heartbeat, Membership, Ping,
+    Settings, Thresholds, UpstreamCheck,
+};
+use karpor_metastore::MetastoreCheck;
+use karpor_server::{RouterParts, TlsFiles};
+use karpor_storage::StorageCheck;
+use karpor_syncer::Syncer;
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, HealthConfig, ShutdownConfig};
+
+/// Which process this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `karpor serve`: the server, with the syncer in-process unless configured apart.
+    Serve,
+    /// `karpor syncer`: the syncer alone, health and metrics on its probe port.
+    Syncer,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Serve => "serve",
+            Mode::Syncer => "syncer",
+        }
+    }
+}
+
+// The runtime heartbeat ticks often and is stale only after many missed ticks, so a busy
+// but live process is never restarted for it.
+const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(200);
+const HEARTBEAT_STALE_AFTER: Duration = Duration::from_secs(3);
+
+pub struct Application {
+    listener: TcpListener,
+    router: axum::Router,
+    tls: Option<TlsFiles>,
+    health: HealthChecker,
+    syncer: Option<Syncer>,
+    shutdown: ShutdownConfig,
+    /// Stops the background work (heartbeat, syncer) after the listener has closed.
+    workers: CancellationToken,
+}
+
+impl Application {
+    pub async fn build(config: Config, mode: Mode) -> anyhow::Result<Self> {
+        let mut registry = Registry::default();
+        let health = HealthChecker::new(
+            health_settings(&config.health),
+            HealthMetrics::new(&mut registry),
+        );
+        let critical = |name: &str| {
+            config
+                .health
+                .checks
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, c)| c.must_ready)
+        };
+        let register = |reporter: Arc<dyn HealthReporter>, membership| {
+            let critical = critical(reporter.name());
+            health.register(reporter, membership, critical);
+        };
+        let workers = CancellationToken::new();
+
+        let metastore = karpor_metastore::connect(&config.metadata)
+            .await
+            .context("cannot open the metadata store")?;
+        let storage = karpor_storage::connect(&config.storage)
+            .await
+            .context("cannot open the resource storage")?;
+        let syncer = (mode == Mode::Syncer || config.server.syncer)
+            .then(|| Syncer::start(storage.clone(), workers.clone()));
+
+        // Registration order is print order: Ping, Server, Syncer, Storage, the rest.
+        register(Arc::new(Ping), Membership::BOTH);
+        register(
+            Arc::new(Heartbeat::start(
+                HEARTBEAT_INTERVAL,
+                HEARTBEAT_STALE_AFTER,
+                workers.clone(),
+            )),
+            Membership::LIVEZ,
+        );
+        register(Arc::new(MetastoreCheck::new(metastore)), Membership::READYZ);
+        if let Some(syncer) = &syncer {
+            register(Arc::new(syncer.check()), Membership::READYZ);
+        }
+        register(Arc::new(StorageCheck::new(storage)), Membership::READYZ);
+        let client = HealthClient::new(config.health.check_timeout);
+        for upstream in &config.readiness.upstreams {
+            let check = UpstreamCheck::new(
+                upstream.name.clone(),
+                upstream.url.clone(),
+                upstream.must_ready,
+                client.clone(),
+            );
+            register(Arc::new(check), Membership::UPSTREAM);
+        }
+
+        let admin_token = match &config.health.admin_token {
+            Some(source) => Some(source.resolve()?.expose().to_owned()),
+            None => None,
+        };
+        let router = karpor_server::router(RouterParts {
+            health: health.clone(),
+            admin_token,
+            metrics: Arc::new(registry),
+            with_ui: mode == Mode::Serve,
+        });
+        let address = match mode {
+            Mode::Serve => config.server.listen,
+            Mode::Syncer => config.syncer.probe_listen,
+        };
+        let listener =
+            TcpListener::bind(address).with_context(|| format!("cannot listen on {address}"))?;
+        tracing::info!(
+            address = %listener.local_addr()?,
+            mode = mode.as_str(),
+            tls = config.server.tls.is_some(),
+            "listening"
+        );
+        Ok(Application {
+            listener,
+            router,
+            tls: config.server.tls.map(|t| TlsFiles {
+                cert_file: t.cert_file,
+                key_file: t.key_file,
+            }),
+            health,
+            syncer,
+            shutdown: config.shutdown,
+            workers,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `signal` resolves, then: readiness fails at once, the listener stays
+    /// open for the drain delay, closes with a grace period for in-flight requests, and
+    /// only then do the workers stop.
+    pub async fn run_until_stopped(self, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let serving = CancellationToken::new();
+        let mut server = tokio::spawn(karpor_server::serve(
+            self.listener,
+            self.router,
+            self.tls,
+            serving.clone(),
+            self.shutdown.grace_period,
+        ));
+        tokio::select! {
+            _ = signal => {}
+            ended = &mut server => {
+                self.workers.cancel();
+                return match ended {
+                    Ok(Ok(())) => Err(anyhow::anyhow!("the server stopped by itself")),
+                    Ok(Err(e)) => Err(e).context("the server failed"),
+                    Err(e) => Err(e).context("the server task failed"),
+                };
+            }
+        }
+        self.health.begin_shutdown();
+        tracing::info!(drain_delay = ?self.shutdown.drain_delay, "draining");
+        tokio::time::sleep(self.shutdown.drain_delay).await;
+        serving.cancel();
+        server
+            .await
+            .context("the server task failed")?
+            .context("the server failed while stopping")?;
+        self.workers.cancel();
+        if let Some(syncer) = self.syncer {
+            syncer.join().await;
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+fn health_settings(config: &HealthConfig) -> Settings {
+    Settings {
+        check_timeout: config.check_timeout,
+        deadline: config.deadline,
+        cache_ttl: config.cache_ttl,
+        thresholds: Thresholds {
+            failure: config.failure_threshold,
+            success: config.success_threshold,
+        },
+    }
+}

@@ -1,0 +1,155 @@
+//! The command line: `serve`, `syncer`, `health`, `version`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::app::{Application, Mode};
+use crate::config::{self, LogFormat, Overrides};
+use crate::{health_cmd, shutdown, telemetry};
+
+/// Exit status of a config error (and of a command-line error, as clap does).
+pub const EXIT_CONFIG: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(name = "karpor", version, about = "Multi-cluster Kubernetes resource explorer")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server (and the syncer in-process unless `server.syncer: false`).
+    Serve(CommonArgs),
+    /// Run the syncer alone, with its own probe port (`syncer.probe_listen`).
+    Syncer(CommonArgs),
+    /// Probe a running instance; exit 0 ready, 1 not ready, 2 unreachable.
+    Health(HealthArgs),
+    /// Print the version.
+    Version,
+}
+
+/// Flags shared by the commands that read the config.
+#[derive(Debug, Args)]
+struct CommonArgs {
+    /// The config file (default `config/karpor.yaml`, else the built-in embedded default).
+    #[arg(long, short = 'c', env = "KARPOR_CONFIG")]
+    config: Option<PathBuf>,
+    /// Listen address, over `server.listen` (or `syncer.probe_listen` for `syncer`).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Log filter, over `log.level`.
+    #[arg(long)]
+    log_level: Option<String>,
+    /// Log format, over `log.format`.
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormatArg>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HealthArgs {
+    /// Base URL of the instance.
+    #[arg(long, env = "KARPOR_URL", default_value = "http://127.0.0.1:7443")]
+    pub url: String,
+    /// Probe `/livez` instead of `/readyz`.
+    #[arg(long, conflicts_with = "readyz")]
+    pub livez: bool,
+    /// Probe `/readyz` (the default).
+    #[arg(long)]
+    pub readyz: bool,
+    /// One check alone (`/readyz/NAME`).
+    #[arg(long)]
+    pub check: Option<String>,
+    /// Print the IETF JSON form.
+    #[arg(long)]
+    pub json: bool,
+    /// Admin token, for raw failure details with `--check`.
+    #[arg(long, env = "KARPOR_ADMIN_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Give up after this long (e.g. `5s`).
+    #[arg(long, default_value = "5s", value_parser = humantime_serde::re::humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("karpor {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Command::Health(args) => match runtime() {
+            Ok(rt) => rt.block_on(health_cmd::run(&args)),
+            Err(code) => code,
+        },
+        Command::Serve(args) => run_app(&args, Mode::Serve),
+        Command::Syncer(args) => run_app(&args, Mode::Syncer),
+    }
+}
+
+fn run_app(args: &CommonArgs, mode: Mode) -> ExitCode {
+    let mut overrides = Overrides {
+        listen: None,
+        log_level: args.log_level.clone(),
+        log_format: args.log_format.map(|f| match f {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        }),
+    };
+    if mode == Mode::Serve {
+        overrides.listen = args.listen;
+    }
+    // Everything about the config is settled before anything starts or binds.
+    let (mut config, file) = match config::load(args.config.as_deref(), &overrides) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("karpor: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if mode == Mode::Syncer {
+        if let Some(listen) = args.listen {
+            config.syncer.probe_listen = listen;
+        }
+    }
+    telemetry::init(&config.log);
+    match &file {
+        Some(path) => tracing::info!(config = %path.display(), "config loaded"),
+        None => tracing::info!("no config file: using the built-in embedded default"),
+    }
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let result = rt.block_on(async {
+        let app = Application::build(config, mode).await?;
+        app.run_until_stopped(shutdown::signal()).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "karpor stopped with an error");
+            eprintln!("karpor: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("karpor: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        })
+}

@@ -1,0 +1,120 @@
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::error::Kind;
+use figment::providers::{Env, Format, Serialized, Yaml};
+use figment::{Figment, Source};
+
+use super::{Config, LogFormat, SECTIONS};
+
+pub const DEFAULT_CONFIG_PATH: &str = "config/karpor.yaml";
+
+/// The common flags, layered over the file and the environment.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    pub log_level: Option<String>,
+    pub log_format: Option<LogFormat>,
+}
+
+/// A config problem: one line that names the file (or variable) and the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config error: {0}")]
+pub struct ConfigError(pub String);
+
+/// Reads the config: the file (`path`, or `config/karpor.yaml` when it exists, or the
+/// built-in embedded default), then `KARPOR_SECTION__KEY` variables, then the flags; then
+/// validates it. Returns the config and the file it came from, if any.
+pub fn load(
+    path: Option<&Path>,
+    overrides: &Overrides,
+) -> Result<(Config, Option<PathBuf>), ConfigError> {
+    let (path, explicit) = match path {
+        Some(p) => (p.to_path_buf(), true),
+        None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
+    };
+    let mut figment = Figment::new();
+    let file = match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            // An empty file is the defaults, not an error.
+            if !text.trim().is_empty() {
+                figment = figment.merge(Yaml::file_exact(&path));
+            }
+            Some(path)
+        }
+        Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(ConfigError(format!("cannot read {}: {e}", path.display())));
+        }
+    };
+    figment = figment.merge(
+        Env::prefixed("KARPOR_")
+            .split("__")
+            .filter(|key| {
+                let key = key.as_str().to_ascii_lowercase();
+                SECTIONS.contains(&key.split('.').next().unwrap_or_default())
+            }),
+    );
+    if let Some(listen) = overrides.listen {
+        figment = figment.merge(Serialized::default("server.listen", listen));
+    }
+    if let Some(level) = &overrides.log_level {
+        figment = figment.merge(Serialized::default("log.level", level));
+    }
+    if let Some(format) = overrides.log_format {
+        figment = figment.merge(Serialized::default("log.format", format));
+    }
+    let origin = file
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "built-in defaults".to_owned());
+    let config: Config = figment.extract().map_err(|e| describe(e, &origin))?;
+    config.validate(&origin)?;
+    Ok((config, file))
+}
+
+/// Turns figment's error into one line: where, which key, what is wrong.
+fn describe(error: figment::Error, origin: &str) -> ConfigError {
+    let source = match error.metadata.as_ref() {
+        Some(m) => match &m.source {
+            Some(Source::File(p)) => p.display().to_string(),
+            _ if m.name.contains("environment") => "environment".to_owned(),
+            _ => m.name.to_string(),
+        },
+        None => origin.to_owned(),
+    };
+    let mut key = error.path.join(".");
+    let what = match &error.kind {
+        Kind::UnknownField(field, expected) => {
+            key = join(&key, field);
+            format!("unknown key (expected one of: {})", expected.join(", "))
+        }
+        Kind::MissingField(field) => {
+            key = join(&key, field);
+            "missing key".to_owned()
+        }
+        Kind::UnknownVariant(found, expected) => {
+            // Backends are tagged by `backend`; other enums are plain values.
+            if key == "metadata" || key == "storage" {
+                key = join(&key, "backend");
+            }
+            format!(
+                "unknown value `{found}` (supported: {})",
+                expected.join(", ")
+            )
+        }
+        other => other.to_string(),
+    };
+    if key.is_empty() {
+        return ConfigError(format!("{source}: {what}"));
+    }
+    ConfigError(format!("{source}: key `{key}`: {what}"))
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}

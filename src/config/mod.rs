@@ -1,0 +1,188 @@
+//! The config file: one YAML file layered with `KARPOR_SECTION__KEY` environment
+//! variables and the common flags. Every section refuses unknown keys; `validate` checks
+//! what types cannot (ranges, relations, secrets that must resolve). Each backend crate
+//! owns its own section's shape; this module composes them and resolves them in one place.
+
+mod load;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use karpor_core::SecretSource;
+use karpor_metastore::MetastoreConfig;
+use karpor_storage::StorageConfig;
+use serde::{Deserialize, Serialize};
+
+pub use load::{load, ConfigError, Overrides, DEFAULT_CONFIG_PATH};
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub log: LogConfig,
+    pub metadata: MetastoreConfig,
+    pub storage: StorageConfig,
+    pub syncer: SyncerConfig,
+    pub health: HealthConfig,
+    pub readiness: ReadinessConfig,
+    pub shutdown: ShutdownConfig,
+}
+
+/// Top-level sections; environment variables are read only for these.
+pub const SECTIONS: &[&str] = &[
+    "server",
+    "log",
+    "metadata",
+    "storage",
+    "syncer",
+    "health",
+    "readiness",
+    "shutdown",
+];
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub tls: Option<TlsConfig>,
+    /// Run the syncer inside the server process (`false` when `karpor syncer` runs apart).
+    pub syncer: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7443)),
+            tls: None,
+            syncer: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A tracing filter (`info`, `karpor=debug,info`); `RUST_LOG` overrides it.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: LogFormat::Text,
+            level: "info".to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyncerConfig {
+    /// Where `karpor syncer` serves its own `/livez`, `/readyz` and `/metrics`.
+    pub probe_listen: SocketAddr,
+}
+
+impl Default for SyncerConfig {
+    fn default() -> Self {
+        SyncerConfig {
+            probe_listen: SocketAddr::from(([127, 0, 0, 1], 7444)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    #[serde(with = "humantime_serde")]
+    pub check_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub deadline: Duration,
+    #[serde(with = "humantime_serde")]
+    pub cache_ttl: Duration,
+    pub failure_threshold: u32,
+    pub success_threshold: u32,
+    /// Bearer token that unlocks raw failure details on `/readyz/{check}`.
+    pub admin_token: Option<SecretSource>,
+    /// Per-check settings by name (`Storage`, `Cluster/prod`).
+    pub checks: BTreeMap<String, CheckConfig>,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            check_timeout: Duration::from_secs(1),
+            deadline: Duration::from_secs(2),
+            cache_ttl: Duration::from_secs(1),
+            failure_threshold: 1,
+            success_threshold: 1,
+            admin_token: None,
+            checks: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckConfig {
+    /// Whether a failure fails the endpoint (Kraken's name for critical).
+    pub must_ready: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReadinessConfig {
+    /// Other karpor processes whose `/readyz` this one's depends on. Off by default.
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    pub name: String,
+    pub url: String,
+    #[serde(default = "yes")]
+    pub must_ready: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    /// How long `/readyz` fails before the listener closes, so load balancers and
+    /// Kubernetes stop sending traffic first.
+    #[serde(with = "humantime_serde")]
+    pub drain_delay: Duration,
+    /// How long in-flight requests may still take once the listener closes.
+    #[serde(with = "humantime_serde")]
+    pub grace_period: Duration,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        ShutdownConfig {
+            drain_delay: Duration::from_secs(5),
+            grace_period: Duration::from_millis(500),
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! `karpor health`: probe a running instance through the same client the upstream checks
+//! use, print the answer, and exit 0 ready, 1 not ready, 2 unreachable.
+
+use std::process::ExitCode;
+
+use karpor_health::{HealthClient, ProbeError, ProbeOptions};
+
+use crate::cli::HealthArgs;
+
+pub(crate) async fn run(args: &HealthArgs) -> ExitCode {
+    let endpoint = if args.livez { "livez" } else { "readyz" };
+    let mut url = format!("{}/{endpoint}", args.url.trim_end_matches('/'));
+    if let Some(check) = &args.check {
+        url.push('/');
+        url.push_str(check);
+    }
+    if args.livez && args.check.is_none() {
+        url.push_str("?verbose");
+    }
+    let client = HealthClient::new(args.timeout);
+    let options = ProbeOptions {
+        json: args.json,
+        token: args.token.as_deref(),
+        // A person asking wants the whole picture, upstreams included.
+        hop: false,
+    };
+    match client.probe(&url, &options).await {
+        Ok(response) => {
+            print!("{}", response.body);
+            if args.json {
+                println!();
+            }
+            if response.status == 200 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(ProbeError::Timeout) => {
+            eprintln!("karpor health: {url}: no answer within {:?}", args.timeout);
+            ExitCode::from(2)
+        }
+        Err(ProbeError::Unreachable(e)) => {
+            eprintln!("karpor health: {url}: unreachable: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

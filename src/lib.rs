@@ -1,0 +1,9 @@
+//! The `karpor` binary's library: the command line, the config, and the [`app::Application`]
+//! that assembles the components of `pkg/` from config and runs them until shutdown.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+mod health_cmd;
+mod shutdown;
+mod telemetry;
