@@ -208,8 +208,13 @@ start_services() {
   export KARPOR_TEST_ETCD KARPOR_TEST_MYSQL_URL KARPOR_TEST_ES_URL KARPOR_TEST_OPENSEARCH_URL \
     KARPOR_TEST_KUBECONFIG_A KARPOR_TEST_KUBECONFIG_B
   # Binaries, so tests can start private instances they are allowed to kill.
-  export KARPOR_TEST_ETCD_BIN=$(command -v etcd) KARPOR_TEST_MARIADBD_BIN=$(command -v mariadbd)
+  KARPOR_TEST_ETCD_BIN=$(command -v etcd) KARPOR_TEST_MARIADBD_BIN=$(command -v mariadbd)
+  KARPOR_TEST_MARIADB_INSTALL_DB_BIN=$(command -v mariadb-install-db)
+  export KARPOR_TEST_ETCD_BIN KARPOR_TEST_MARIADBD_BIN KARPOR_TEST_MARIADB_INSTALL_DB_BIN
   export KARPOR_TEST_VENV="$VENV" KARPOR_TEST_APISERVER_BIN="$APISERVER_BIN"
+  KARPOR_TEST_NOIDA_BIN=$(ls "$VENV"/lib/python3*/site-packages/noida_db/noida-db)
+  KARPOR_TEST_OSMEM_BIN=$(ls "$VENV"/lib/python3*/site-packages/osmem_server/bin/osmem-server)
+  export KARPOR_TEST_NOIDA_BIN KARPOR_TEST_OSMEM_BIN
   env | grep '^KARPOR_TEST_' | sed 's/^/export /' >"$RUN_DIR/env.sh"
   log "all services ready; addresses in $RUN_DIR/env.sh"
   env | grep '^KARPOR_TEST_' | sed 's/^/[services]   /' >&2

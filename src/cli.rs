@@ -14,7 +14,11 @@ use crate::{health_cmd, shutdown, telemetry};
 pub const EXIT_CONFIG: u8 = 2;
 
 #[derive(Debug, Parser)]
-#[command(name = "karpor", version, about = "Multi-cluster Kubernetes resource explorer")]
+#[command(
+    name = "karpor",
+    version,
+    about = "Multi-cluster Kubernetes resource explorer"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

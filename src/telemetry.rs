@@ -5,8 +5,8 @@ use tracing_subscriber::EnvFilter;
 use crate::config::{LogConfig, LogFormat};
 
 pub fn init(config: &LogConfig) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(&config.level));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.level));
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_ansi(std::io::stderr().is_terminal())

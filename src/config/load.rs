@@ -47,14 +47,10 @@ pub fn load(
             return Err(ConfigError(format!("cannot read {}: {e}", path.display())));
         }
     };
-    figment = figment.merge(
-        Env::prefixed("KARPOR_")
-            .split("__")
-            .filter(|key| {
-                let key = key.as_str().to_ascii_lowercase();
-                SECTIONS.contains(&key.split('.').next().unwrap_or_default())
-            }),
-    );
+    figment = figment.merge(Env::prefixed("KARPOR_").split("__").filter(|key| {
+        let key = key.as_str().to_ascii_lowercase();
+        SECTIONS.contains(&key.split('.').next().unwrap_or_default())
+    }));
     if let Some(listen) = overrides.listen {
         figment = figment.merge(Serialized::default("server.listen", listen));
     }

@@ -13,7 +13,8 @@ pub const BUILTIN_CHECKS: &[&str] = &["Ping", "Heartbeat", "Server", "Syncer", "
 impl Config {
     /// What types alone cannot say. `origin` names the file in messages.
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
-        let fail = |key: &str, what: String| Err(ConfigError(format!("{origin}: key `{key}`: {what}")));
+        let fail =
+            |key: &str, what: String| Err(ConfigError(format!("{origin}: key `{key}`: {what}")));
         let h = &self.health;
         if h.check_timeout.is_zero() {
             return fail("health.check_timeout", "must be above zero".into());
@@ -37,8 +38,10 @@ impl Config {
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return fail("log.level", format!("not a log filter: {e}"));
         }
-        let mut names: HashSet<String> =
-            BUILTIN_CHECKS.iter().map(|n| n.to_ascii_lowercase()).collect();
+        let mut names: HashSet<String> = BUILTIN_CHECKS
+            .iter()
+            .map(|n| n.to_ascii_lowercase())
+            .collect();
         for (i, upstream) in self.readiness.upstreams.iter().enumerate() {
             let key = format!("readiness.upstreams[{i}]");
             if upstream.name.trim().is_empty() {

@@ -13,8 +13,8 @@ use futures::FutureExt;
 
 use crate::damping::{Damping, Thresholds, Transition};
 use crate::metrics::HealthMetrics;
-use crate::reporter::{CheckOutcome, ComponentType, HealthReporter, Reason};
 use crate::report::{Entry, HealthReport};
+use crate::reporter::{CheckOutcome, ComponentType, HealthReporter, Reason};
 
 /// Name of the synthetic check that fails `/readyz` once shutdown has begun.
 pub const SHUTDOWN_CHECK: &str = "Shutdown";
@@ -191,7 +191,10 @@ impl HealthChecker {
             }),
         });
         let mut slots = self.inner.slots.write().unwrap_or_else(|e| e.into_inner());
-        match slots.iter().position(|s| s.name.eq_ignore_ascii_case(&slot.name)) {
+        match slots
+            .iter()
+            .position(|s| s.name.eq_ignore_ascii_case(&slot.name))
+        {
             Some(i) => slots[i] = slot,
             None => slots.push(slot),
         }
@@ -230,7 +233,8 @@ impl HealthChecker {
             .cloned()
             .collect();
         let shutdown_applies = endpoint == Endpoint::Readyz;
-        let is_shutdown = |name: &str| shutdown_applies && name.eq_ignore_ascii_case(SHUTDOWN_CHECK);
+        let is_shutdown =
+            |name: &str| shutdown_applies && name.eq_ignore_ascii_case(SHUTDOWN_CHECK);
 
         let mut unknown_excludes = Vec::new();
         let mut excluded = Vec::new();
@@ -263,7 +267,8 @@ impl HealthChecker {
                     .into_iter()
                     .filter(|s| keep(&s.name) && !(request.hop && s.membership.upstream))
                     .collect();
-                (selected, self.is_shutting_down() && keep(SHUTDOWN_CHECK))
+                let shutting_down = shutdown_applies && self.is_shutting_down();
+                (selected, shutting_down && keep(SHUTDOWN_CHECK))
             }
         };
 
@@ -383,7 +388,8 @@ impl Slot {
         let mut state = lock(&self.state);
         let (reported, transition) = state.damping.observe(&raw, now);
         let ttl = self.settings.cache_ttl;
-        state.fresh_until = (reported.is_pass() && raw.is_pass() && !ttl.is_zero()).then(|| now + ttl);
+        state.fresh_until =
+            (reported.is_pass() && raw.is_pass() && !ttl.is_zero()).then(|| now + ttl);
         let evaluation = Evaluation {
             outcome: reported,
             duration,

@@ -22,4 +22,6 @@ pub use http::routes;
 pub use metrics::HealthMetrics;
 pub use report::{Entry, HealthReport, Status};
 pub use reporter::{CheckOutcome, ComponentType, Failure, HealthReporter, Reason};
-pub use upstream::{HealthClient, ProbeError, ProbeOptions, ProbeResponse, UpstreamCheck, HOP_HEADER};
+pub use upstream::{
+    HealthClient, ProbeError, ProbeOptions, ProbeResponse, UpstreamCheck, HOP_HEADER,
+};

@@ -52,7 +52,9 @@ impl HealthMetrics {
     }
 
     pub fn record_run(&self, check: &str) {
-        self.runs.get_or_create(&vec![("check", check.to_owned())]).inc();
+        self.runs
+            .get_or_create(&vec![("check", check.to_owned())])
+            .inc();
     }
 
     pub fn observe_duration(&self, check: &str, seconds: f64) {
@@ -79,6 +81,8 @@ impl HealthMetrics {
 
     /// Runs recorded for one check, so tests can prove the cache and single flight work.
     pub fn runs(&self, check: &str) -> u64 {
-        self.runs.get_or_create(&vec![("check", check.to_owned())]).get()
+        self.runs
+            .get_or_create(&vec![("check", check.to_owned())])
+            .get()
     }
 }

@@ -81,7 +81,11 @@ impl HealthReport {
                     let _ = writeln!(out, "[+] {} ok", entry.name);
                 }
                 CheckOutcome::Fail(f) => {
-                    let tag = if entry.critical { "" } else { " (non-critical)" };
+                    let tag = if entry.critical {
+                        ""
+                    } else {
+                        " (non-critical)"
+                    };
                     let _ = writeln!(out, "[-] {} failed: {}{tag}", entry.name, f.reason);
                     if detail {
                         let _ = writeln!(out, "    detail: {}", f.detail);
@@ -198,7 +202,9 @@ mod tests {
             r.to_text(false),
             "[+] Ping ok\n[-] Server failed: unreachable\nhealth check failed\n"
         );
-        assert!(r.to_text(true).contains("    detail: dial tcp 10.1.2.3:2379\n"));
+        assert!(r
+            .to_text(true)
+            .contains("    detail: dial tcp 10.1.2.3:2379\n"));
         assert!(!r.to_json(false).to_string().contains("10.1.2.3"));
     }
 
@@ -206,7 +212,11 @@ mod tests {
     fn non_critical_failure_warns_and_passes() {
         let r = report(vec![
             entry("Ping", true, CheckOutcome::Pass),
-            entry("Cluster/prod", false, CheckOutcome::fail(Reason::Unreachable, "x")),
+            entry(
+                "Cluster/prod",
+                false,
+                CheckOutcome::fail(Reason::Unreachable, "x"),
+            ),
         ]);
         assert_eq!(
             r.to_text(false),

@@ -167,13 +167,16 @@ impl HealthReporter for UpstreamCheck {
 /// The first failing check of an IETF health body, with its reason.
 fn first_failure(body: &str) -> Option<(Reason, String)> {
     let value: Value = serde_json::from_str(body).ok()?;
-    value["checks"].as_object()?.iter().find_map(|(name, list)| {
-        let check = list.get(0)?;
-        (check["status"] == "fail")
-            .then(|| Reason::parse(check["output"].as_str()?))
-            .flatten()
-            .map(|reason| (reason, name.clone()))
-    })
+    value["checks"]
+        .as_object()?
+        .iter()
+        .find_map(|(name, list)| {
+            let check = list.get(0)?;
+            (check["status"] == "fail")
+                .then(|| Reason::parse(check["output"].as_str()?))
+                .flatten()
+                .map(|reason| (reason, name.clone()))
+        })
 }
 
 #[cfg(test)]

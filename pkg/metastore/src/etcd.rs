@@ -57,9 +57,8 @@ impl EtcdStore {
 
 fn tls_options(tls: &EtcdTls) -> Result<TlsOptions, StoreError> {
     let read = |path: &std::path::Path| {
-        std::fs::read(path).map_err(|e| {
-            StoreError::Misconfigured(format!("cannot read {}: {e}", path.display()))
-        })
+        std::fs::read(path)
+            .map_err(|e| StoreError::Misconfigured(format!("cannot read {}: {e}", path.display())))
     };
     let mut options = TlsOptions::new().ca_certificate(Certificate::from_pem(read(&tls.ca_file)?));
     match (&tls.cert_file, &tls.key_file) {

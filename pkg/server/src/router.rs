@@ -34,19 +34,21 @@ pub fn router(parts: RouterParts) -> Router {
     app.layer(
         ServiceBuilder::new()
             .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-            .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
-                let id = request
-                    .headers()
-                    .get(&REQUEST_ID)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default();
-                tracing::info_span!(
-                    "request",
-                    request_id = %id,
-                    method = %request.method(),
-                    path = %request.uri().path(),
-                )
-            }))
+            .layer(
+                TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                    let id = request
+                        .headers()
+                        .get(&REQUEST_ID)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default();
+                    tracing::info_span!(
+                        "request",
+                        request_id = %id,
+                        method = %request.method(),
+                        path = %request.uri().path(),
+                    )
+                }),
+            )
             .layer(PropagateRequestIdLayer::new(REQUEST_ID)),
     )
 }

@@ -40,17 +40,25 @@ mod tests {
             "{backend: elasticsearch, url: 'http://127.0.0.1:9200', username: elastic, password: {env: ES_PASSWORD}}",
         )
         .unwrap();
-        assert!(matches!(es, StorageConfig::Elasticsearch(c) if c.username.as_deref() == Some("elastic")));
+        assert!(
+            matches!(es, StorageConfig::Elasticsearch(c) if c.username.as_deref() == Some("elastic"))
+        );
         let sqlite: StorageConfig = serde_yaml::from_str("{backend: sqlite, path: r.db}").unwrap();
-        assert_eq!(sqlite, StorageConfig::Sqlite { path: "r.db".into() });
+        assert_eq!(
+            sqlite,
+            StorageConfig::Sqlite {
+                path: "r.db".into()
+            }
+        );
     }
 
     #[test]
     fn unknown_backend_and_keys_are_refused() {
         let err = serde_yaml::from_str::<StorageConfig>("{backend: mongo}").unwrap_err();
         assert!(err.to_string().contains("elasticsearch"), "{err}");
-        let err = serde_yaml::from_str::<StorageConfig>("{backend: elasticsearch, url: x, urls: y}")
-            .unwrap_err();
+        let err =
+            serde_yaml::from_str::<StorageConfig>("{backend: elasticsearch, url: x, urls: y}")
+                .unwrap_err();
         assert!(err.to_string().contains("urls"), "{err}");
     }
 }

@@ -18,9 +18,8 @@ pub struct ElasticStorage {
 
 impl ElasticStorage {
     pub fn new(config: &ElasticConfig) -> Result<Self, StorageError> {
-        let url = url::Url::parse(&config.url).map_err(|e| {
-            StorageError::Misconfigured(format!("storage.url is not a URL: {e}"))
-        })?;
+        let url = url::Url::parse(&config.url)
+            .map_err(|e| StorageError::Misconfigured(format!("storage.url is not a URL: {e}")))?;
         let mut transport = TransportBuilder::new(SingleNodeConnectionPool::new(url))
             .timeout(Duration::from_secs(5));
         if let Some(user) = &config.username {
@@ -67,7 +66,9 @@ impl ResourceStorage for ElasticStorage {
             })?;
         let code = response.status_code().as_u16();
         if code == 401 || code == 403 {
-            return Err(StorageError::Unauthorized(format!("_cluster/health answered {code}")));
+            return Err(StorageError::Unauthorized(format!(
+                "_cluster/health answered {code}"
+            )));
         }
         let body: Value = response
             .json()

@@ -32,8 +32,6 @@ pub trait ResourceStorage: Send + Sync + 'static {
 pub async fn connect(config: &StorageConfig) -> Result<Arc<dyn ResourceStorage>, StorageError> {
     Ok(match config {
         StorageConfig::Sqlite { path } => Arc::new(sqlite::SqliteStorage::open(path).await?),
-        StorageConfig::Elasticsearch(es) => {
-            Arc::new(elasticsearch::ElasticStorage::new(es)?)
-        }
+        StorageConfig::Elasticsearch(es) => Arc::new(elasticsearch::ElasticStorage::new(es)?),
     })
 }

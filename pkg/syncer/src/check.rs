@@ -64,6 +64,13 @@ mod tests {
         let syncer = Syncer::start(storage, stop.clone());
         let check = syncer.check();
         assert_eq!(check.check().await, CheckOutcome::Pass);
+        syncer.status().set_initial_sync(2, 3);
+        assert!(matches!(
+            check.check().await,
+            CheckOutcome::Fail(f) if f.reason.to_string() == "initial sync in progress (2/3 clusters)"
+        ));
+        syncer.status().set_initial_sync(3, 3);
+        assert_eq!(check.check().await, CheckOutcome::Pass);
         stop.cancel();
         syncer.join().await;
         assert!(matches!(check.check().await, CheckOutcome::Fail(f) if f.reason == Reason::Stale));

@@ -18,7 +18,15 @@ impl SyncStatus {
         self.running.store(running, Ordering::SeqCst);
     }
 
-    /// Registered clusters, and how many have finished their first full list.
+    /// Records how many clusters are registered and how many have finished their first
+    /// full list; the watchers call it as clusters come, go and finish listing.
+    pub fn set_initial_sync(&self, synced: usize, total: usize) {
+        self.clusters.store(total, Ordering::SeqCst);
+        self.initially_synced
+            .store(synced.min(total), Ordering::SeqCst);
+    }
+
+    /// How many registered clusters have finished their first full list, of how many.
     pub fn initial_sync(&self) -> (usize, usize) {
         (
             self.initially_synced.load(Ordering::SeqCst),

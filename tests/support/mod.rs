@@ -1,0 +1,238 @@
+//! The test harness: spawns the real `karpor` binary on port 0 in a scratch directory,
+//! and private instances of the real services that a test may kill and restart.
+#![allow(dead_code)] // each test crate uses a different part of the harness
+
+pub mod services;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The address a test service was started on, from the test script. Missing, it fails the
+/// test under CI and skips it (with the reason printed) elsewhere.
+pub fn service(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{var} is not set: run the tests through scripts/test.sh")
+        }
+        _ => {
+            eprintln!("SKIP: {var} is not set (run scripts/test.sh to start the services)");
+            None
+        }
+    }
+}
+
+/// A running `karpor` process.
+pub struct Karpor {
+    child: Child,
+    pub addr: SocketAddr,
+    logs: Arc<Mutex<Vec<String>>>,
+    dir: PathBuf,
+}
+
+pub struct Spawn<'a> {
+    pub command: &'a str,
+    pub config: &'a str,
+    pub env: Vec<(&'a str, String)>,
+    /// Working directory (its `./data` holds the embedded stores); a fresh one if `None`.
+    pub dir: Option<&'a Path>,
+    /// Listen address; port 0 (any free port) if `None`.
+    pub listen: Option<SocketAddr>,
+}
+
+impl<'a> Spawn<'a> {
+    pub fn serve(config: &'a str) -> Self {
+        Spawn {
+            command: "serve",
+            config,
+            env: Vec::new(),
+            dir: None,
+            listen: None,
+        }
+    }
+
+    pub fn syncer(config: &'a str) -> Self {
+        Spawn {
+            command: "syncer",
+            ..Spawn::serve(config)
+        }
+    }
+
+    pub fn in_dir(mut self, dir: &'a Path) -> Self {
+        self.dir = Some(dir);
+        self
+    }
+
+    pub fn on(mut self, listen: SocketAddr) -> Self {
+        self.listen = Some(listen);
+        self
+    }
+
+    pub fn start(self) -> Karpor {
+        Karpor::start(self)
+    }
+}
+
+impl Karpor {
+    fn start(spawn: Spawn<'_>) -> Karpor {
+        let dir = match spawn.dir {
+            Some(d) => d.to_path_buf(),
+            None => tempfile::tempdir().unwrap().keep(),
+        };
+        let config = dir.join(format!("karpor-{}.yaml", spawn.command));
+        std::fs::write(&config, spawn.config).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_karpor"));
+        command
+            .arg(spawn.command)
+            .arg("--config")
+            .arg(&config)
+            .arg("--listen")
+            .arg(
+                spawn
+                    .listen
+                    .map_or("127.0.0.1:0".to_owned(), |a| a.to_string()),
+            )
+            .current_dir(&dir)
+            .env_remove("RUST_LOG")
+            .env_remove("KARPOR_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in &spawn.env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("karpor starts");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains(" listening ") || line.contains("\"listening\"") {
+                    if let Some(addr) = field(&line, "address") {
+                        let _ = tx.send(addr);
+                    }
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(addr) => addr.parse().unwrap(),
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "karpor did not start listening:\n{}",
+                    logs.lock().unwrap().join("\n")
+                );
+            }
+        };
+        Karpor {
+            child,
+            addr,
+            logs,
+            dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().join("\n")
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, up to `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Karpor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A field of a log line, text (`key=value`) or JSON (`"fields":{"key":..}`).
+fn field(line: &str, key: &str) -> Option<String> {
+    if line.starts_with('{') {
+        let json: serde_json::Value = serde_json::from_str(line).ok()?;
+        return json["fields"][key].as_str().map(str::to_owned);
+    }
+    let start = line.find(&format!("{key}="))? + key.len() + 1;
+    let value = line[start..].split_whitespace().next()?;
+    Some(value.trim_matches('"').to_owned())
+}
+
+/// GET with a short timeout; `(status, body)`.
+pub async fn get(url: &str) -> (u16, String) {
+    get_with(url, &[]).await
+}
+
+pub async fn get_with(url: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let mut request = client.get(url);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = request
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+/// Polls `probe` until it returns true or `limit` passes; returns how long it took.
+pub async fn wait_for<F, Fut>(limit: Duration, what: &str, mut probe: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    loop {
+        if probe().await {
+            return started.elapsed();
+        }
+        if started.elapsed() > limit {
+            panic!("{what}: not within {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The embedded default config, with a short drain so tests stop quickly.
+pub const EMBEDDED: &str = "shutdown: {drain_delay: 1s}\n";

@@ -1,0 +1,256 @@
+//! Private instances of the real test services, for tests that kill, pause and restart
+//! them. The binaries come from the test script (`KARPOR_TEST_*_BIN`).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::service;
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// How to tell that a started service answers.
+#[derive(Clone)]
+enum Ready {
+    Tcp(u16),
+    /// A GET whose response contains the text.
+    Http(u16, &'static str, &'static str),
+}
+
+impl Ready {
+    fn check(&self) -> bool {
+        match self {
+            Ready::Tcp(port) => TcpStream::connect(("127.0.0.1", *port)).is_ok(),
+            Ready::Http(port, path, expect) => http_get(*port, path)
+                .map(|body| body.contains(expect))
+                .unwrap_or(false),
+        }
+    }
+}
+
+fn http_get(port: u16, path: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body)?;
+    Ok(body)
+}
+
+/// A service process this test owns: stopped on drop.
+pub struct Managed {
+    name: &'static str,
+    program: String,
+    args: Vec<String>,
+    ready: Ready,
+    child: Option<Child>,
+    pub dir: PathBuf,
+}
+
+impl Managed {
+    fn launch(&mut self) {
+        let log = std::fs::File::create(self.dir.join(format!("{}.log", self.name))).unwrap();
+        let child = Command::new(&self.program)
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{} starts: {e}", self.name));
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.ready.check() {
+            assert!(Instant::now() < deadline, "{} not ready in 60 s", self.name);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// SIGKILL: the abrupt death a crash or OOM kill gives.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// SIGSTOP: a hang, not a refusal (connections are accepted and never answered).
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+}
+
+impl Drop for Managed {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A paused process must be resumed to die cleanly.
+            let _ = Command::new("kill")
+                .arg("-CONT")
+                .arg(child.id().to_string())
+                .status();
+        }
+        self.kill();
+    }
+}
+
+fn scratch() -> PathBuf {
+    tempfile::tempdir().unwrap().keep()
+}
+
+/// A private etcd; `url()` is its client URL.
+pub struct Etcd {
+    pub process: Managed,
+    port: u16,
+}
+
+impl Etcd {
+    pub fn start() -> Option<Etcd> {
+        let bin = service("KARPOR_TEST_ETCD_BIN")?;
+        let (port, peer, dir) = (free_port(), free_port(), scratch());
+        let client = format!("http://127.0.0.1:{port}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let args = vec![
+            "--name".into(),
+            "t".into(),
+            "--data-dir".into(),
+            dir.join("etcd").display().to_string(),
+            "--listen-client-urls".into(),
+            client.clone(),
+            "--advertise-client-urls".into(),
+            client,
+            "--listen-peer-urls".into(),
+            peer_url.clone(),
+            "--initial-advertise-peer-urls".into(),
+            peer_url.clone(),
+            "--initial-cluster".into(),
+            format!("t={peer_url}"),
+        ];
+        let mut process = Managed {
+            name: "etcd",
+            program: bin,
+            args,
+            ready: Ready::Http(port, "/health", "true"),
+            child: None,
+            dir,
+        };
+        process.launch();
+        Some(Etcd { process, port })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// A private MariaDB; `url()` is a mysql:// URL.
+pub struct Mariadb {
+    pub process: Managed,
+    port: u16,
+}
+
+impl Mariadb {
+    pub fn start() -> Option<Mariadb> {
+        let bin = service("KARPOR_TEST_MARIADBD_BIN")?;
+        let install = service("KARPOR_TEST_MARIADB_INSTALL_DB_BIN")?;
+        let (port, dir) = (free_port(), scratch());
+        let data = dir.join("mysql");
+        let status = Command::new(install)
+            .arg("--user=root")
+            .arg(format!("--datadir={}", data.display()))
+            .arg("--auth-root-authentication-method=normal")
+            .arg("--skip-test-db")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "mariadb-install-db");
+        let args = vec![
+            "--no-defaults".into(),
+            "--user=root".into(),
+            format!("--datadir={}", data.display()),
+            format!("--socket={}", dir.join("mysql.sock").display()),
+            format!("--pid-file={}", dir.join("mysql.pid").display()),
+            "--bind-address=127.0.0.1".into(),
+            format!("--port={port}"),
+            "--skip-name-resolve".into(),
+        ];
+        let mut process = Managed {
+            name: "mariadb",
+            program: bin,
+            args,
+            ready: Ready::Tcp(port),
+            child: None,
+            dir,
+        };
+        process.launch();
+        Some(Mariadb { process, port })
+    }
+
+    pub fn url(&self) -> String {
+        format!("mysql://root@127.0.0.1:{}/mysql", self.port)
+    }
+}
+
+/// A private Elasticsearch-API server (noida-db).
+pub struct Elastic {
+    pub process: Managed,
+    port: u16,
+}
+
+impl Elastic {
+    pub fn start() -> Option<Elastic> {
+        let bin = service("KARPOR_TEST_NOIDA_BIN")?;
+        let (port, dir) = (free_port(), scratch());
+        let args = vec![
+            "start".into(),
+            "--data-dir".into(),
+            dir.join("es").display().to_string(),
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--only".into(),
+            "elasticsearch".into(),
+            "--elasticsearch-port".into(),
+            port.to_string(),
+        ];
+        let mut process = Managed {
+            name: "elasticsearch",
+            program: bin,
+            args,
+            ready: Ready::Http(port, "/_cluster/health", "status"),
+            child: None,
+            dir,
+        };
+        process.launch();
+        Some(Elastic { process, port })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
