@@ -119,6 +119,7 @@ impl Application {
             admin_token,
             metrics: Arc::new(registry),
             with_ui: mode == Mode::Serve,
+            routes: axum::Router::new(),
         });
         let address = match mode {
             Mode::Serve => config.server.listen,
@@ -129,16 +130,21 @@ impl Application {
         tracing::info!(
             address = %listener.local_addr()?,
             mode = mode.as_str(),
-            tls = config.server.tls.is_some(),
+            tls = config.server.tls.is_some() && mode == Mode::Serve,
             "listening"
         );
         Ok(Application {
             listener,
             router,
-            tls: config.server.tls.map(|t| TlsFiles {
-                cert_file: t.cert_file,
-                key_file: t.key_file,
-            }),
+            // TLS is for the server's clients; probe ports stay plain HTTP for kubelets.
+            tls: config
+                .server
+                .tls
+                .filter(|_| mode == Mode::Serve)
+                .map(|t| TlsFiles {
+                    cert_file: t.cert_file,
+                    key_file: t.key_file,
+                }),
             health,
             syncer,
             shutdown: config.shutdown,

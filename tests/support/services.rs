@@ -36,13 +36,24 @@ impl Ready {
     }
 }
 
+/// What a GET returned before the server closed or went quiet; some servers keep the
+/// connection open whatever the request says, so silence ends the read too.
 fn http_get(port: u16, path: &str) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body)?;
-    Ok(body)
+    stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Ok(String::from_utf8_lossy(&received).into_owned())
 }
 
 /// A service process this test owns: stopped on drop.
@@ -57,7 +68,11 @@ pub struct Managed {
 
 impl Managed {
     fn launch(&mut self) {
-        let log = std::fs::File::create(self.dir.join(format!("{}.log", self.name))).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{}.log", self.name)))
+            .unwrap();
         let child = Command::new(&self.program)
             .args(&self.args)
             .stdin(Stdio::null())
@@ -68,7 +83,12 @@ impl Managed {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         while !self.ready.check() {
-            assert!(Instant::now() < deadline, "{} not ready in 60 s", self.name);
+            assert!(
+                Instant::now() < deadline,
+                "{} not ready in 60 s; its log is in {}",
+                self.name,
+                self.dir.display()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }

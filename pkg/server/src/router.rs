@@ -21,10 +21,14 @@ pub struct RouterParts {
     pub metrics: Arc<Registry>,
     /// Serve the placeholder page at `/` (the server does; the syncer's probe port not).
     pub with_ui: bool,
+    /// The process's own routes (the REST API), behind the same request id and tracing.
+    pub routes: Router,
 }
 
 pub fn router(parts: RouterParts) -> Router {
-    let mut app = karpor_health::routes(parts.health, parts.admin_token)
+    let mut app = parts
+        .routes
+        .merge(karpor_health::routes(parts.health, parts.admin_token))
         .merge(crate::metrics::routes(parts.metrics));
     if parts.with_ui {
         app = app.route("/", get(|| async { Html(PLACEHOLDER_PAGE) }));

@@ -1,0 +1,248 @@
+//! Load benchmark of the health endpoints on loopback (`cargo bench --bench health_http`).
+//!
+//! One run, one process: the real router (request ids, tracing, health routes, metrics)
+//! with the real checks of the embedded default, plus a bare handler returning `OK`
+//! behind the same layers. A load generator on its own runtime drives each path over 64
+//! keep-alive connections and reports requests per second and latency percentiles, so the
+//! health endpoints are compared with the bare handler as ratios within the same run.
+//! Then `/readyz` uncached, with one check that sleeps 50 ms and three fast ones.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use karpor_health::{
+    CheckOutcome, HealthChecker, HealthMetrics, HealthReporter, Heartbeat, Membership, Ping,
+    Settings,
+};
+use karpor_server::RouterParts;
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+const CONNECTIONS: usize = 64;
+const WARMUP: Duration = Duration::from_secs(1);
+const MEASURE: Duration = Duration::from_secs(5);
+
+struct Load {
+    requests: usize,
+    rps: f64,
+    p50: Duration,
+    p99: Duration,
+    errors: usize,
+}
+
+/// Drives `GET path` over `CONNECTIONS` keep-alive connections for `MEASURE`.
+async fn load(addr: SocketAddr, path: &'static str, duration: Duration) -> Load {
+    let started = Instant::now();
+    let until = started + duration;
+    let workers: Vec<_> = (0..CONNECTIONS)
+        .map(|_| {
+            tokio::spawn(async move {
+                let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+                stream.set_nodelay(true).unwrap();
+                let (mut sender, conn) =
+                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                        .await
+                        .unwrap();
+                tokio::spawn(conn);
+                let (mut latencies, mut errors) = (Vec::new(), 0);
+                while Instant::now() < until {
+                    let request = hyper::Request::get(path)
+                        .header("host", "127.0.0.1")
+                        .body(Empty::<Bytes>::new())
+                        .unwrap();
+                    let sent = Instant::now();
+                    match sender.send_request(request).await {
+                        Ok(response) => {
+                            let ok = response.status() == 200;
+                            let _ = response.into_body().collect().await;
+                            latencies.push(sent.elapsed());
+                            errors += usize::from(!ok);
+                        }
+                        Err(_) => errors += 1,
+                    }
+                }
+                (latencies, errors)
+            })
+        })
+        .collect();
+    let (mut all, mut errors) = (Vec::new(), 0);
+    for worker in workers {
+        let (latencies, e) = worker.await.unwrap();
+        all.extend(latencies);
+        errors += e;
+    }
+    let elapsed = started.elapsed();
+    all.sort_unstable();
+    let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
+    Load {
+        requests: all.len(),
+        rps: all.len() as f64 / elapsed.as_secs_f64(),
+        p50: at(0.50),
+        p99: at(0.99),
+        errors,
+    }
+}
+
+struct Sleepy(&'static str, Duration);
+
+#[async_trait]
+impl HealthReporter for Sleepy {
+    fn name(&self) -> &str {
+        self.0
+    }
+
+    async fn check(&self) -> CheckOutcome {
+        tokio::time::sleep(self.1).await;
+        CheckOutcome::Pass
+    }
+}
+
+/// The server side, on its own runtime, as `karpor serve` builds it.
+fn start_server(stop: CancellationToken) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let dir = tempfile::tempdir().unwrap();
+            let mut registry = Registry::default();
+            let health = HealthChecker::new(Settings::default(), HealthMetrics::new(&mut registry));
+            let metastore = karpor_metastore::connect(&karpor_metastore::MetastoreConfig::Sqlite {
+                path: dir.path().join("m.db"),
+            })
+            .await
+            .unwrap();
+            let storage = karpor_storage::connect(&karpor_storage::StorageConfig::Sqlite {
+                path: dir.path().join("r.db"),
+            })
+            .await
+            .unwrap();
+            let syncer = karpor_syncer::Syncer::start(storage.clone(), stop.clone());
+            health.register(Arc::new(Ping), Membership::BOTH, None);
+            let beat = Heartbeat::start(
+                Duration::from_millis(200),
+                Duration::from_secs(3),
+                stop.clone(),
+            );
+            health.register(Arc::new(beat), Membership::LIVEZ, None);
+            health.register(
+                Arc::new(karpor_metastore::MetastoreCheck::new(metastore)),
+                Membership::READYZ,
+                None,
+            );
+            health.register(Arc::new(syncer.check()), Membership::READYZ, None);
+            health.register(
+                Arc::new(karpor_storage::StorageCheck::new(storage)),
+                Membership::READYZ,
+                None,
+            );
+
+            // A second checker for the uncached run: one 50 ms check, three fast ones.
+            let mut unused = Registry::default();
+            let slow = HealthChecker::new(
+                Settings {
+                    cache_ttl: Duration::ZERO,
+                    ..Settings::default()
+                },
+                HealthMetrics::new(&mut unused),
+            );
+            slow.register(
+                Arc::new(Sleepy("Slow", Duration::from_millis(50))),
+                Membership::READYZ,
+                None,
+            );
+            for name in ["FastA", "FastB", "FastC"] {
+                slow.register(
+                    Arc::new(Sleepy(name, Duration::ZERO)),
+                    Membership::READYZ,
+                    None,
+                );
+            }
+            let routes = Router::new()
+                .route("/bare", get(|| async { "OK" }))
+                .nest("/slow", karpor_health::routes(slow, None));
+            let router = karpor_server::router(RouterParts {
+                health,
+                admin_token: None,
+                metrics: Arc::new(registry),
+                with_ui: true,
+                routes,
+            });
+            karpor_server::serve(listener, router, None, stop, Duration::from_millis(200))
+                .await
+                .unwrap();
+        });
+    });
+    addr
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument filters nothing here.
+    let stop = CancellationToken::new();
+    let addr = start_server(stop.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let paths = ["/bare", "/livez", "/readyz", "/bare"];
+        let mut results = Vec::new();
+        for path in paths {
+            load(addr, path, WARMUP).await;
+            results.push((path, load(addr, path, MEASURE).await));
+        }
+        let bare = (results[0].1.rps + results[3].1.rps) / 2.0;
+        println!("| path | requests | req/s | vs bare | p50 | p99 | errors |");
+        println!("|---|---|---|---|---|---|---|");
+        for (path, r) in &results {
+            println!(
+                "| `{path}` | {} | {:.0} | {:.2} | {:.2} ms | {:.2} ms | {} |",
+                r.requests,
+                r.rps,
+                r.rps / bare,
+                r.p50.as_secs_f64() * 1e3,
+                r.p99.as_secs_f64() * 1e3,
+                r.errors
+            );
+        }
+
+        // Uncached /readyz with one 50 ms check: sequential probes on one connection.
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Empty<Bytes>>();
+        let uri: hyper::Uri = format!("http://{addr}/slow/readyz").parse().unwrap();
+        let mut latencies = Vec::new();
+        for _ in 0..100 {
+            let sent = Instant::now();
+            let response = client.get(uri.clone()).await.unwrap();
+            assert_eq!(response.status(), 200);
+            let _ = response.into_body().collect().await;
+            latencies.push(sent.elapsed());
+        }
+        latencies.sort_unstable();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!();
+        println!(
+            "uncached /readyz, checks of 50 ms + 3 × 0 ms, 100 sequential probes: \
+             p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (p50 vs 50 ms: {:+.1}%)",
+            ms(latencies[50]),
+            ms(latencies[98]),
+            ms(latencies[99]),
+            (ms(latencies[50]) / 50.0 - 1.0) * 100.0
+        );
+    });
+    stop.cancel();
+}
