@@ -120,6 +120,7 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
             let health = HealthChecker::new(Settings::default(), HealthMetrics::new(&mut registry));
             let metastore = karpor_metastore::connect(&karpor_metastore::MetastoreConfig::Sqlite {
                 path: dir.path().join("m.db"),
+                encryption_key_file: None,
             })
             .await
             .unwrap();
@@ -137,7 +138,9 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
             );
             health.register(Arc::new(beat), Membership::LIVEZ, None);
             health.register(
-                Arc::new(karpor_metastore::MetastoreCheck::new(metastore)),
+                Arc::new(karpor_metastore::MetastoreCheck::new(
+                    metastore.backend().clone(),
+                )),
                 Membership::READYZ,
                 None,
             );

@@ -93,13 +93,16 @@ install_services() {
 
 record_pid() { echo "$2 $1" >>"$PIDS_FILE"; log "started $1 (pid $2)"; }
 
+# --max-request-bytes: a cluster record may hold a kubeconfig of up to 2 MiB (sealed, about
+# 2.7 MiB), above etcd's default 1.5 MiB request limit.
 start_etcd() { # NAME -> prints the client URL
   local name=$1 client peer
   client=$(free_port) peer=$(free_port)
   etcd --name "$name" --data-dir "$RUN_DIR/$name" \
     --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-    --initial-cluster "$name=http://127.0.0.1:$peer" >"$RUN_DIR/$name.log" 2>&1 &
+    --initial-cluster "$name=http://127.0.0.1:$peer" \
+    --max-request-bytes 8388608 >"$RUN_DIR/$name.log" 2>&1 &
   record_pid "$name" $!
   wait_until 30 "$name" "$RUN_DIR/$name.log" curl -sf "http://127.0.0.1:$client/health" || return 1
   echo "http://127.0.0.1:$client"

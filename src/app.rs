@@ -94,7 +94,10 @@ impl Application {
             )),
             Membership::LIVEZ,
         );
-        register(Arc::new(MetastoreCheck::new(metastore)), Membership::READYZ);
+        register(
+            Arc::new(MetastoreCheck::new(metastore.backend().clone())),
+            Membership::READYZ,
+        );
         if let Some(syncer) = &syncer {
             register(Arc::new(syncer.check()), Membership::READYZ);
         }

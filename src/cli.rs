@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::app::{Application, Mode};
 use crate::config::{self, LogFormat, Overrides};
-use crate::{health_cmd, shutdown, telemetry};
+use crate::{health_cmd, metadata_cmd, shutdown, telemetry};
 
 /// Exit status of a config error (and of a command-line error, as clap does).
 pub const EXIT_CONFIG: u8 = 2;
@@ -32,8 +32,33 @@ enum Command {
     Syncer(CommonArgs),
     /// Probe a running instance; exit 0 ready, 1 not ready, 2 unreachable.
     Health(HealthArgs),
+    /// Export or import the metadata store's records (to switch backends).
+    Metadata {
+        #[command(subcommand)]
+        command: MetadataCommand,
+    },
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Subcommand)]
+enum MetadataCommand {
+    /// Write every cluster and rule, with credentials, as JSON (to stdout or `--output`).
+    Export {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// File to write (created readable by its owner only).
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+    },
+    /// Create the records of an export in the configured backend.
+    Import {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// The export file (stdin when absent).
+        #[arg(long, short = 'i')]
+        input: Option<PathBuf>,
+    },
 }
 
 /// Flags shared by the commands that read the config.
@@ -95,20 +120,52 @@ pub fn run() -> ExitCode {
             Ok(rt) => rt.block_on(health_cmd::run(&args)),
             Err(code) => code,
         },
+        Command::Metadata { command } => run_metadata(command),
         Command::Serve(args) => run_app(&args, Mode::Serve),
         Command::Syncer(args) => run_app(&args, Mode::Syncer),
     }
 }
 
-fn run_app(args: &CommonArgs, mode: Mode) -> ExitCode {
-    let mut overrides = Overrides {
+fn run_metadata(command: MetadataCommand) -> ExitCode {
+    let common = match &command {
+        MetadataCommand::Export { common, .. } | MetadataCommand::Import { common, .. } => common,
+    };
+    let (config, _) = match config::load(common.config.as_deref(), &overrides(common)) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("karpor: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    rt.block_on(async {
+        match &command {
+            MetadataCommand::Export { output, .. } => {
+                metadata_cmd::export(&config, output.as_deref()).await
+            }
+            MetadataCommand::Import { input, .. } => {
+                metadata_cmd::import(&config, input.as_ref()).await
+            }
+        }
+    })
+}
+
+fn overrides(args: &CommonArgs) -> Overrides {
+    Overrides {
         listen: None,
         log_level: args.log_level.clone(),
         log_format: args.log_format.map(|f| match f {
             LogFormatArg::Text => LogFormat::Text,
             LogFormatArg::Json => LogFormat::Json,
         }),
-    };
+    }
+}
+
+fn run_app(args: &CommonArgs, mode: Mode) -> ExitCode {
+    let mut overrides = overrides(args);
     if mode == Mode::Serve {
         overrides.listen = args.listen;
     }

@@ -5,5 +5,6 @@ pub mod app;
 pub mod cli;
 pub mod config;
 mod health_cmd;
+mod metadata_cmd;
 mod shutdown;
 mod telemetry;

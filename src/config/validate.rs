@@ -81,6 +81,11 @@ impl Config {
                 }
             }
         }
+        if let Some(path) = self.metadata.encryption_key_file() {
+            if let Err(e) = karpor_metastore::Sealer::from_key_file(path) {
+                return fail("metadata.encryption_key_file", e.to_string());
+            }
+        }
         for (key, secret) in self.secrets() {
             if let Err(e) = secret.resolve() {
                 return fail(key, e.to_string());
@@ -96,8 +101,8 @@ impl Config {
             all.push(("health.admin_token", token));
         }
         match &self.metadata {
-            MetastoreConfig::Mysql { url } => all.push(("metadata.url", url)),
-            MetastoreConfig::Etcd { etcd } => {
+            MetastoreConfig::Mysql { url, .. } => all.push(("metadata.url", url)),
+            MetastoreConfig::Etcd { etcd, .. } => {
                 if let Some(p) = &etcd.password {
                     all.push(("metadata.etcd.password", p));
                 }

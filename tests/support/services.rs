@@ -170,6 +170,8 @@ impl Etcd {
             peer_url.clone(),
             "--initial-cluster".into(),
             format!("t={peer_url}"),
+            "--max-request-bytes".into(),
+            "8388608".into(),
         ];
         let mut process = Managed {
             name: "etcd",

@@ -7,15 +7,48 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(tag = "backend", rename_all = "lowercase", deny_unknown_fields)]
 pub enum MetastoreConfig {
-    Sqlite { path: PathBuf },
-    Etcd { etcd: EtcdConfig },
-    Mysql { url: SecretSource },
+    Sqlite {
+        path: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        encryption_key_file: Option<PathBuf>,
+    },
+    Etcd {
+        etcd: EtcdConfig,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        encryption_key_file: Option<PathBuf>,
+    },
+    Mysql {
+        url: SecretSource,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        encryption_key_file: Option<PathBuf>,
+    },
+}
+
+impl MetastoreConfig {
+    /// When set, cluster credentials are stored encrypted with this key.
+    pub fn encryption_key_file(&self) -> Option<&PathBuf> {
+        match self {
+            MetastoreConfig::Sqlite {
+                encryption_key_file,
+                ..
+            }
+            | MetastoreConfig::Etcd {
+                encryption_key_file,
+                ..
+            }
+            | MetastoreConfig::Mysql {
+                encryption_key_file,
+                ..
+            } => encryption_key_file.as_ref(),
+        }
+    }
 }
 
 impl Default for MetastoreConfig {
     fn default() -> Self {
         MetastoreConfig::Sqlite {
             path: PathBuf::from("./data/metadata.db"),
+            encryption_key_file: None,
         }
     }
 }
@@ -59,13 +92,14 @@ mod tests {
         assert_eq!(
             sqlite,
             MetastoreConfig::Sqlite {
-                path: "./data/m.db".into()
+                path: "./data/m.db".into(),
+                encryption_key_file: None
             }
         );
         let etcd: MetastoreConfig =
             serde_yaml::from_str("{backend: etcd, etcd: {endpoints: [http://127.0.0.1:2379]}}")
                 .unwrap();
-        assert!(matches!(etcd, MetastoreConfig::Etcd { etcd } if etcd.prefix == "/karpor"));
+        assert!(matches!(etcd, MetastoreConfig::Etcd { etcd, .. } if etcd.prefix == "/karpor"));
         let mysql: MetastoreConfig =
             serde_yaml::from_str("{backend: mysql, url: {env: KARPOR_MYSQL_URL}}").unwrap();
         assert!(matches!(mysql, MetastoreConfig::Mysql { .. }));

@@ -1,7 +1,8 @@
+use karpor_core::model::Kind;
 use karpor_core::SecretError;
 
-/// What can go wrong talking to the metadata store. Messages may carry addresses: they
-/// go to logs and admins, never into a public health body.
+/// What can go wrong with the metadata store. Messages may carry addresses: they go to
+/// logs and admins, never into a public health body.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("metadata store unreachable: {0}")]
@@ -12,6 +13,22 @@ pub enum StoreError {
     Timeout,
     #[error("metadata store misconfigured: {0}")]
     Misconfigured(String),
+    #[error("{} {name:?} not found", kind.as_str())]
+    NotFound { kind: Kind, name: String },
+    #[error("{} {name:?} already exists", kind.as_str())]
+    AlreadyExists { kind: Kind, name: String },
+    #[error("{} {name:?} was changed since version {expected}", kind.as_str())]
+    Conflict {
+        kind: Kind,
+        name: String,
+        expected: i64,
+    },
+    #[error("invalid record: {0}")]
+    Invalid(String),
+    #[error("the change feed no longer has revision {0}: list again and follow from there")]
+    Compacted(i64),
+    #[error("stored data is unreadable: {0}")]
+    Corrupt(String),
 }
 
 impl From<SecretError> for StoreError {

@@ -1,18 +1,29 @@
-//! etcd through etcd-client. The client is made on first use and kept; its channel
-//! reconnects by itself, so a restarted etcd is picked up without a new client.
+//! etcd through etcd-client. Keys are `{prefix}/{kind}/{name}`; a record's version is its
+//! mod revision; creates, updates and deletes are transactions that compare first, so a
+//! stale version is a `Conflict` and never an overwrite. The change feed is an etcd watch.
+//! The client is made on first use and kept; its channel reconnects by itself.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
+    TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
+use futures::StreamExt;
+use karpor_core::model::Kind;
 use tokio::sync::OnceCell;
 
 use crate::config::{EtcdConfig, EtcdTls};
-use crate::{MetadataStore, StoreError};
+use crate::store::{
+    Change, ChangeOp, ChangeStream, ListRequest, MetadataStore, RawPage, RawRecord, Revision,
+};
+use crate::StoreError;
 
 pub struct EtcdStore {
     endpoints: Vec<String>,
     options: ConnectOptions,
+    prefix: String,
     client: OnceCell<Client>,
 }
 
@@ -39,6 +50,7 @@ impl EtcdStore {
         Ok(EtcdStore {
             endpoints: config.endpoints.clone(),
             options,
+            prefix: config.prefix.trim_end_matches('/').to_owned(),
             client: OnceCell::new(),
         })
     }
@@ -52,6 +64,34 @@ impl EtcdStore {
             })
             .await
             .cloned()
+    }
+
+    fn kind_prefix(&self, kind: Kind) -> String {
+        format!("{}/{}/", self.prefix, kind.as_str())
+    }
+
+    fn key(&self, kind: Kind, name: &str) -> String {
+        format!("{}{name}", self.kind_prefix(kind))
+    }
+
+    /// After a failed compare: absent is `NotFound`, present is `Conflict`.
+    fn missing(kind: Kind, name: &str, responses: &[TxnOpResponse], expected: i64) -> StoreError {
+        let exists = responses.iter().any(|r| match r {
+            TxnOpResponse::Get(get) => !get.kvs().is_empty(),
+            _ => false,
+        });
+        if exists {
+            StoreError::Conflict {
+                kind,
+                name: name.to_owned(),
+                expected,
+            }
+        } else {
+            StoreError::NotFound {
+                kind,
+                name: name.to_owned(),
+            }
+        }
     }
 }
 
@@ -90,8 +130,27 @@ fn from_etcd(e: etcd_client::Error) -> StoreError {
         {
             StoreError::Timeout
         }
+        etcd_client::Error::GRpcStatus(status)
+            if status.code() == tonic::Code::InvalidArgument
+                && status.message().contains("too large") =>
+        {
+            StoreError::Invalid(format!(
+                "record too large for etcd (raise etcd's --max-request-bytes): {}",
+                status.message()
+            ))
+        }
         _ => StoreError::Unavailable(e.to_string()),
     }
+}
+
+fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Result<Revision, StoreError> {
+    header
+        .map(|h| h.revision())
+        .ok_or_else(|| StoreError::Corrupt("etcd response without a header".to_owned()))
+}
+
+fn utf8(bytes: &[u8]) -> Result<String, StoreError> {
+    String::from_utf8(bytes.to_vec()).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 #[async_trait]
@@ -103,5 +162,185 @@ impl MetadataStore for EtcdStore {
     async fn ping(&self) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         client.status().await.map(drop).map_err(from_etcd)
+    }
+
+    async fn get(&self, kind: Kind, name: &str) -> Result<Option<RawRecord>, StoreError> {
+        let mut client = self.client().await?;
+        let response = client
+            .get(self.key(kind, name), None)
+            .await
+            .map_err(from_etcd)?;
+        response
+            .kvs()
+            .first()
+            .map(|kv| {
+                Ok(RawRecord {
+                    name: name.to_owned(),
+                    version: kv.mod_revision(),
+                    data: utf8(kv.value())?,
+                })
+            })
+            .transpose()
+    }
+
+    async fn list(&self, kind: Kind, request: &ListRequest) -> Result<RawPage, StoreError> {
+        let mut client = self.client().await?;
+        let prefix = self.kind_prefix(kind);
+        // Keys after the cursor ('\0' is the smallest byte), up to the end of the prefix.
+        let start = match &request.after {
+            Some(after) => format!("{prefix}{after}\0"),
+            None => prefix.clone(),
+        };
+        let end = format!("{}/{}0", self.prefix, kind.as_str()); // '0' follows '/'
+        let limit = request.limit.max(1);
+        let options = GetOptions::new()
+            .with_range(end)
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        let response = client.get(start, Some(options)).await.map_err(from_etcd)?;
+        let items = response
+            .kvs()
+            .iter()
+            .map(|kv| {
+                let key = utf8(kv.key())?;
+                Ok(RawRecord {
+                    name: key[prefix.len()..].to_owned(),
+                    version: kv.mod_revision(),
+                    data: utf8(kv.value())?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let next = if response.more() {
+            items.last().map(|r| r.name.clone())
+        } else {
+            None
+        };
+        Ok(RawPage { items, next })
+    }
+
+    async fn create(&self, kind: Kind, name: &str, data: &str) -> Result<Revision, StoreError> {
+        let mut client = self.client().await?;
+        let key = self.key(kind, name);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, data, None)]);
+        let response = client.txn(txn).await.map_err(from_etcd)?;
+        if !response.succeeded() {
+            return Err(StoreError::AlreadyExists {
+                kind,
+                name: name.to_owned(),
+            });
+        }
+        header_revision(response.header())
+    }
+
+    async fn update(
+        &self,
+        kind: Kind,
+        name: &str,
+        data: &str,
+        expected: Revision,
+    ) -> Result<Revision, StoreError> {
+        let mut client = self.client().await?;
+        let key = self.key(kind, name);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                expected,
+            )])
+            .and_then([TxnOp::put(key.clone(), data, None)])
+            .or_else([TxnOp::get(key, None)]);
+        let response = client.txn(txn).await.map_err(from_etcd)?;
+        if !response.succeeded() {
+            return Err(Self::missing(
+                kind,
+                name,
+                response.op_responses().as_slice(),
+                expected,
+            ));
+        }
+        header_revision(response.header())
+    }
+
+    async fn delete(
+        &self,
+        kind: Kind,
+        name: &str,
+        expected: Option<Revision>,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let key = self.key(kind, name);
+        let compare = match expected {
+            Some(v) => Compare::mod_revision(key.clone(), CompareOp::Equal, v),
+            None => Compare::create_revision(key.clone(), CompareOp::Greater, 0),
+        };
+        let txn = Txn::new()
+            .when([compare])
+            .and_then([TxnOp::delete(key.clone(), None)])
+            .or_else([TxnOp::get(key, None)]);
+        let response = client.txn(txn).await.map_err(from_etcd)?;
+        if !response.succeeded() {
+            let responses = response.op_responses();
+            return Err(Self::missing(
+                kind,
+                name,
+                &responses,
+                expected.unwrap_or_default(),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn revision(&self) -> Result<Revision, StoreError> {
+        let mut client = self.client().await?;
+        let response = client
+            .get(
+                self.prefix.clone(),
+                Some(GetOptions::new().with_count_only()),
+            )
+            .await
+            .map_err(from_etcd)?;
+        header_revision(response.header())
+    }
+
+    async fn watch(&self, after: Revision) -> Result<ChangeStream, StoreError> {
+        let mut client = self.client().await?;
+        let prefix = format!("{}/", self.prefix);
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(after + 1);
+        let (watcher, stream) = client
+            .watch(prefix.clone(), Some(options))
+            .await
+            .map_err(from_etcd)?;
+        let changes = stream.flat_map(move |response| {
+            // The watcher lives as long as the stream: dropping it would cancel the watch.
+            let _keep = &watcher;
+            let batch: Vec<Result<Change, StoreError>> = match response {
+                Err(e) => vec![Err(from_etcd(e))],
+                Ok(r) if r.compact_revision() > 0 => vec![Err(StoreError::Compacted(after))],
+                Ok(r) => r
+                    .events()
+                    .iter()
+                    .filter_map(|event| {
+                        let kv = event.kv()?;
+                        let key = String::from_utf8_lossy(kv.key());
+                        let (kind, name) = key.strip_prefix(&prefix)?.split_once('/')?;
+                        let op = match event.event_type() {
+                            EventType::Put => ChangeOp::Put,
+                            EventType::Delete => ChangeOp::Delete,
+                        };
+                        Some(Ok(Change {
+                            revision: kv.mod_revision(),
+                            kind: Kind::parse(kind)?,
+                            name: name.to_owned(),
+                            op,
+                        }))
+                    })
+                    .collect(),
+            };
+            futures::stream::iter(batch)
+        });
+        Ok(changes.boxed())
     }
 }

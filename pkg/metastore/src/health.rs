@@ -16,6 +16,15 @@ impl MetastoreCheck {
     }
 }
 
+fn reason_of(e: &StoreError) -> Reason {
+    match e {
+        StoreError::Unauthorized(_) => Reason::Unauthorized,
+        StoreError::Timeout => Reason::Timeout,
+        StoreError::Misconfigured(_) => Reason::Misconfigured,
+        _ => Reason::Unreachable,
+    }
+}
+
 #[async_trait]
 impl HealthReporter for MetastoreCheck {
     fn name(&self) -> &str {
@@ -29,16 +38,10 @@ impl HealthReporter for MetastoreCheck {
     async fn check(&self) -> CheckOutcome {
         match self.store.ping().await {
             Ok(()) => CheckOutcome::Pass,
-            Err(e) => {
-                let reason = match e {
-                    StoreError::Unavailable(_) => Reason::Unreachable,
-                    StoreError::Unauthorized(_) => Reason::Unauthorized,
-                    StoreError::Timeout => Reason::Timeout,
-                    StoreError::Misconfigured(_) => Reason::Misconfigured,
-                };
-                let detail = format!("{} backend: {e}", self.store.backend());
-                CheckOutcome::fail(reason, detail)
-            }
+            Err(e) => CheckOutcome::fail(
+                reason_of(&e),
+                format!("{} backend: {e}", self.store.backend()),
+            ),
         }
     }
 }

@@ -1,39 +1,42 @@
-//! The metadata store: where karpor keeps its clusters and rules. One trait, three
-//! backends (etcd, MySQL, embedded SQLite), chosen by config in [`connect`].
+//! The metadata store: where karpor keeps its clusters, sync rules and resource group
+//! rules. One backend-facing trait ([`MetadataStore`]) with three backends (etcd, MySQL,
+//! embedded SQLite), chosen by config in [`connect`]; one typed facade ([`Metastore`])
+//! over it with validation, timestamps and encryption at rest.
 
 mod config;
+mod crypto;
 mod error;
 mod etcd;
+mod export;
 mod health;
-mod mysql;
-mod sqlite;
+mod records;
+mod sql;
+mod store;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-
 pub use config::{EtcdConfig, EtcdTls, MetastoreConfig};
+pub use crypto::Sealer;
 pub use error::StoreError;
+pub use export::{Export, ExportedRecord, EXPORT_FORMAT};
 pub use health::MetastoreCheck;
-
-/// The store behind the `Server` check. Records and the change feed come with the
-/// metadata-store work; today a backend can say whether it is reachable.
-#[async_trait]
-pub trait MetadataStore: Send + Sync + 'static {
-    /// The backend's config name (`sqlite`, `etcd`, `mysql`).
-    fn backend(&self) -> &'static str;
-
-    /// A cheap round trip to the backend.
-    async fn ping(&self) -> Result<(), StoreError>;
-}
+pub use records::{Metastore, Page, Stored};
+pub use store::{
+    Change, ChangeOp, ChangeStream, ListRequest, MetadataStore, RawPage, RawRecord, Revision,
+};
 
 /// Opens the configured backend. Remote backends connect lazily, so a dead etcd or MySQL
 /// at start is a failing check rather than a failed start; a local SQLite file that
-/// cannot be created is an error here.
-pub async fn connect(config: &MetastoreConfig) -> Result<Arc<dyn MetadataStore>, StoreError> {
-    Ok(match config {
-        MetastoreConfig::Sqlite { path } => Arc::new(sqlite::SqliteStore::open(path).await?),
-        MetastoreConfig::Mysql { url } => Arc::new(mysql::MysqlStore::new(url)?),
-        MetastoreConfig::Etcd { etcd } => Arc::new(etcd::EtcdStore::new(etcd)?),
-    })
+/// cannot be created, or an unreadable key file, is an error here.
+pub async fn connect(config: &MetastoreConfig) -> Result<Metastore, StoreError> {
+    let store: Arc<dyn MetadataStore> = match config {
+        MetastoreConfig::Sqlite { path, .. } => Arc::new(sql::open_sqlite(path).await?),
+        MetastoreConfig::Mysql { url, .. } => Arc::new(sql::connect_mysql(url).await?),
+        MetastoreConfig::Etcd { etcd, .. } => Arc::new(etcd::EtcdStore::new(etcd)?),
+    };
+    let sealer = config
+        .encryption_key_file()
+        .map(|path| Sealer::from_key_file(path))
+        .transpose()?;
+    Ok(Metastore::new(store, sealer))
 }

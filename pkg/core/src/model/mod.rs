@@ -1,0 +1,55 @@
+//! karpor's records: what the metadata store keeps. The store adds the version and the
+//! creation and update times; these types are what users write.
+
+mod cluster;
+mod name;
+mod rules;
+
+pub use cluster::{Cluster, Kubeconfig, MAX_KUBECONFIG_BYTES};
+pub use name::{validate_name, NameError};
+pub use rules::{
+    ClusterSelector, ResourceGroupRule, ResourceSelector, SyncRule, Transform, TransformMode,
+};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// The kinds of record, each its own namespace of names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Cluster,
+    SyncRule,
+    ResourceGroupRule,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Cluster, Kind::SyncRule, Kind::ResourceGroupRule];
+
+    /// The stable name used in keys, tables and exports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Cluster => "clusters",
+            Kind::SyncRule => "syncrules",
+            Kind::ResourceGroupRule => "resourcegrouprules",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A record type the metadata store keeps.
+pub trait Record: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
+    const KIND: Kind;
+
+    fn name(&self) -> &str;
+
+    /// Checks what types cannot: names, sizes, selectors.
+    fn validate(&self) -> Result<(), String>;
+
+    /// Credentials to encrypt at rest, when a key is configured.
+    fn secrets_mut(&mut self) -> Vec<&mut String> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,75 @@
+//! `karpor metadata export|import`: move clusters and rules between backends.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use karpor_metastore::Export;
+
+use crate::config::Config;
+
+pub(crate) async fn export(config: &Config, output: Option<&Path>) -> ExitCode {
+    let result = async {
+        let store = karpor_metastore::connect(&config.metadata).await?;
+        let export = store.export().await?;
+        let mut text = serde_json::to_string_pretty(&export)?;
+        text.push('\n');
+        let count =
+            export.clusters.len() + export.sync_rules.len() + export.resource_group_rules.len();
+        match output {
+            Some(path) => write_private(path, text.as_bytes())?,
+            None => std::io::stdout().write_all(text.as_bytes())?,
+        }
+        Ok::<_, anyhow::Error>(count)
+    }
+    .await;
+    match result {
+        Ok(count) => {
+            eprintln!("karpor: exported {count} records");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("karpor: export failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub(crate) async fn import(config: &Config, input: Option<&PathBuf>) -> ExitCode {
+    let result = async {
+        let mut text = String::new();
+        match input {
+            Some(path) => {
+                text = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?
+            }
+            None => {
+                std::io::stdin().read_to_string(&mut text)?;
+            }
+        }
+        let export: Export = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("not a karpor metadata export: {e}"))?;
+        let store = karpor_metastore::connect(&config.metadata).await?;
+        Ok::<_, anyhow::Error>(store.import(export).await?)
+    }
+    .await;
+    match result {
+        Ok(count) => {
+            eprintln!("karpor: imported {count} records");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("karpor: import failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The export holds credentials: only its owner may read it.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(bytes)
+}
