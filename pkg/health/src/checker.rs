@@ -43,8 +43,8 @@ impl Default for Settings {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
-    Livez,
-    Readyz,
+    Livez = 0,
+    Readyz = 1,
 }
 
 impl Endpoint {
@@ -124,6 +124,8 @@ struct SlotState {
     fresh_until: Option<Instant>,
     last: Option<Evaluation>,
     inflight: Option<SharedRun>,
+    /// The status last exported to the gauge, per endpoint.
+    exported: [Option<bool>; 2],
 }
 
 struct Slot {
@@ -272,36 +274,20 @@ impl HealthChecker {
             }
         };
 
-        let deadline = tokio::time::Instant::now() + self.inner.settings.deadline;
-        let runs = selected.iter().map(|slot| {
-            let run = slot.evaluate();
-            async move {
-                let started = Instant::now();
-                match tokio::time::timeout_at(deadline, run).await {
-                    Ok(evaluation) => evaluation,
-                    Err(_) => Evaluation {
-                        outcome: CheckOutcome::fail(
-                            Reason::Timeout,
-                            "no answer before the response deadline",
-                        ),
-                        duration: started.elapsed(),
-                        at: SystemTime::now(),
-                    },
-                }
-            }
-        });
-        let evaluations = join_all(runs).await;
-
+        let evaluations = self.run_all(&selected).await;
         let mut entries: Vec<Entry> = selected
             .iter()
             .zip(evaluations)
-            .map(|(slot, e)| Entry {
-                name: slot.name.clone(),
-                critical: slot.critical,
-                component_type: slot.reporter.component_type(),
-                outcome: e.outcome,
-                duration: e.duration,
-                at: e.at,
+            .map(|(slot, e)| {
+                slot.export_status(endpoint, e.outcome.is_pass());
+                Entry {
+                    name: slot.name.clone(),
+                    critical: slot.critical,
+                    component_type: slot.reporter.component_type(),
+                    outcome: e.outcome,
+                    duration: e.duration,
+                    at: e.at,
+                }
             })
             .collect();
         if include_shutdown {
@@ -318,17 +304,59 @@ impl HealthChecker {
                 duration: Duration::ZERO,
                 at: SystemTime::now(),
             });
-        }
-        for entry in &entries {
+            let pass = !self.is_shutting_down();
             self.inner
                 .metrics
-                .set_status(&entry.name, endpoint.as_str(), entry.outcome.is_pass());
+                .set_status(SHUTDOWN_CHECK, endpoint.as_str(), pass);
         }
         Ok(HealthReport {
             entries,
             unknown_excludes,
         })
     }
+}
+
+impl HealthChecker {
+    /// Every check's evaluation, in order. When all are cached (the common case under
+    /// frequent probes) no timer is armed and nothing is awaited.
+    async fn run_all(&self, selected: &[Arc<Slot>]) -> Vec<Evaluation> {
+        let pending: Vec<Pending> = selected.iter().map(|slot| slot.evaluate()).collect();
+        if pending.iter().all(|p| matches!(p, Pending::Ready(_))) {
+            return pending
+                .into_iter()
+                .map(|p| match p {
+                    Pending::Ready(e) => e,
+                    Pending::Running(_) => unreachable!("all are ready"),
+                })
+                .collect();
+        }
+        let deadline = tokio::time::Instant::now() + self.inner.settings.deadline;
+        let runs = pending.into_iter().map(|p| async move {
+            let run = match p {
+                Pending::Ready(e) => return e,
+                Pending::Running(run) => run,
+            };
+            let started = Instant::now();
+            match tokio::time::timeout_at(deadline, run).await {
+                Ok(evaluation) => evaluation,
+                Err(_) => Evaluation {
+                    outcome: CheckOutcome::fail(
+                        Reason::Timeout,
+                        "no answer before the response deadline",
+                    ),
+                    duration: started.elapsed(),
+                    at: SystemTime::now(),
+                },
+            }
+        });
+        join_all(runs).await
+    }
+}
+
+/// A check's result for one probe: at hand, or still to be awaited.
+enum Pending {
+    Ready(Evaluation),
+    Running(BoxFuture<'static, Evaluation>),
 }
 
 fn lock(state: &Mutex<SlotState>) -> MutexGuard<'_, SlotState> {
@@ -339,15 +367,15 @@ fn lock(state: &Mutex<SlotState>) -> MutexGuard<'_, SlotState> {
 
 impl Slot {
     /// The cached pass, the run already in flight, or a new run.
-    fn evaluate(self: &Arc<Self>) -> BoxFuture<'static, Evaluation> {
+    fn evaluate(self: &Arc<Self>) -> Pending {
         let mut state = lock(&self.state);
         if let (Some(until), Some(last)) = (state.fresh_until, &state.last) {
             if Instant::now() < until {
-                return futures::future::ready(last.clone()).boxed();
+                return Pending::Ready(last.clone());
             }
         }
         if let Some(run) = &state.inflight {
-            return run.clone().boxed();
+            return Pending::Running(run.clone().boxed());
         }
         // Spawned, so a run finishes and records its result even when every probe that
         // waited on it has gone.
@@ -362,7 +390,19 @@ impl Slot {
         .boxed()
         .shared();
         state.inflight = Some(run.clone());
-        run.boxed()
+        Pending::Running(run.boxed())
+    }
+
+    /// Sets the status gauge when the reported state for `endpoint` changes, so steady
+    /// probes do not touch the metrics registry.
+    fn export_status(&self, endpoint: Endpoint, pass: bool) {
+        let index = endpoint as usize;
+        let mut state = lock(&self.state);
+        if state.exported[index] != Some(pass) {
+            state.exported[index] = Some(pass);
+            // Under the lock, so concurrent probes cannot leave the gauge behind.
+            self.metrics.set_status(&self.name, endpoint.as_str(), pass);
+        }
     }
 
     async fn run(self: Arc<Self>) -> Evaluation {
