@@ -130,7 +130,8 @@ struct SlotState {
 
 struct Slot {
     reporter: Arc<dyn HealthReporter>,
-    name: String,
+    /// Shared with every report, so a probe copies a pointer, not the text.
+    name: Arc<str>,
     critical: bool,
     membership: Membership,
     settings: Settings,
@@ -181,7 +182,7 @@ impl HealthChecker {
         critical: Option<bool>,
     ) {
         let slot = Arc::new(Slot {
-            name: reporter.name().to_owned(),
+            name: Arc::from(reporter.name()),
             critical: critical.unwrap_or_else(|| reporter.critical()),
             reporter,
             membership,
@@ -297,7 +298,7 @@ impl HealthChecker {
                 CheckOutcome::Pass
             };
             entries.push(Entry {
-                name: SHUTDOWN_CHECK.to_owned(),
+                name: Arc::from(SHUTDOWN_CHECK),
                 critical: true,
                 component_type: ComponentType::System,
                 outcome,

@@ -2,6 +2,7 @@
 //! the IETF health-check JSON.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Map, Value};
@@ -12,7 +13,7 @@ use crate::reporter::{CheckOutcome, ComponentType};
 
 #[derive(Debug, Clone)]
 pub struct Entry {
-    pub name: String,
+    pub name: Arc<str>,
     pub critical: bool,
     pub component_type: ComponentType,
     /// The reported (damped) outcome.
@@ -74,11 +75,13 @@ impl HealthReport {
 
     /// The verbose text form. `detail` adds each failure's raw error (admin only).
     pub fn to_text(&self, detail: bool) -> String {
-        let mut out = String::new();
+        let mut out = String::with_capacity(32 * (self.entries.len() + 1));
         for entry in &self.entries {
             match &entry.outcome {
                 CheckOutcome::Pass => {
-                    let _ = writeln!(out, "[+] {} ok", entry.name);
+                    out.push_str("[+] ");
+                    out.push_str(&entry.name);
+                    out.push_str(" ok\n");
                 }
                 CheckOutcome::Fail(f) => {
                     let tag = if entry.critical {
@@ -157,7 +160,7 @@ mod tests {
 
     fn entry(name: &str, critical: bool, outcome: CheckOutcome) -> Entry {
         Entry {
-            name: name.to_owned(),
+            name: Arc::from(name),
             critical,
             component_type: ComponentType::Datastore,
             outcome,
