@@ -5,8 +5,8 @@ mod support;
 
 use std::time::Duration;
 
-use support::services::{Elastic, Etcd, Mariadb};
-use support::{get, get_with, service, wait_for, Spawn};
+use support::services::{Elastic, Etcd, Managed, Mariadb};
+use support::{get, get_with, service, wait_for, Karpor, Spawn};
 
 const READY: &str =
     "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n";
@@ -88,6 +88,39 @@ fn the_mysql_sample_needs_its_url_variable() {
     );
 }
 
+/// Kills the dependency behind `karpor` and checks what `/readyz` then says, byte for
+/// byte, within failure_threshold (1) × probe period + the deadline (2 s); `/livez` stays
+/// `OK`, and no address reaches a public body.
+async fn kill_and_expect(karpor: &Karpor, process: &mut Managed, failing: &str) {
+    process.kill();
+    wait_for(Duration::from_secs(3), "readyz fails", || async {
+        get(&karpor.url("/readyz")).await.0 == 503
+    })
+    .await;
+    let (_, body) = get(&karpor.url("/readyz")).await;
+    assert_eq!(body, failing);
+    assert_eq!(get(&karpor.url("/livez")).await, (200, "OK\n".to_owned()));
+    let (_, json) = get(&karpor.url("/readyz?format=json")).await;
+    assert!(
+        !json.contains("127.0.0.1") && !body.contains("127.0.0.1"),
+        "{json}"
+    );
+}
+
+/// Restarts the dependency and waits for readiness; both transitions were logged.
+async fn restart_and_expect_ready(karpor: &Karpor, process: &mut Managed) {
+    process.restart();
+    wait_for(Duration::from_secs(10), "readyz recovers", || async {
+        get(&karpor.url("/readyz")).await.0 == 200
+    })
+    .await;
+    let logs = karpor.logs();
+    assert!(logs.contains("health check failed") && logs.contains("health check recovered"));
+}
+
+const SERVER_DOWN: &str =
+    "[+] Ping ok\n[-] Server failed: unreachable\n[+] Syncer ok\n[+] Storage ok\nhealth check failed\n";
+
 #[tokio::test]
 async fn a_dead_etcd_fails_server_and_readiness_returns_after_restart() {
     let Some(mut etcd) = Etcd::start() else {
@@ -96,37 +129,14 @@ async fn a_dead_etcd_fails_server_and_readiness_returns_after_restart() {
     let karpor = Spawn::serve(&etcd_config(&etcd.url(), "{backend: sqlite, path: r.db}")).start();
     assert_eq!(get(&karpor.url("/readyz")).await, (200, READY.to_owned()));
 
-    etcd.process.kill();
-    // failure_threshold (1) × probe period + deadline (2 s).
-    wait_for(Duration::from_secs(3), "readyz fails", || async {
-        get(&karpor.url("/readyz")).await.0 == 503
-    })
-    .await;
-    let (_, body) = get(&karpor.url("/readyz")).await;
-    assert_eq!(
-        body,
-        "[+] Ping ok\n[-] Server failed: unreachable\n[+] Syncer ok\n[+] Storage ok\nhealth check failed\n"
-    );
-    assert_eq!(get(&karpor.url("/livez")).await, (200, "OK\n".to_owned()));
-    let (_, json) = get(&karpor.url("/readyz?format=json")).await;
-    assert!(
-        !json.contains("127.0.0.1") && !body.contains("127.0.0.1"),
-        "{json}"
-    );
+    kill_and_expect(&karpor, &mut etcd.process, SERVER_DOWN).await;
     let (_, detail) = get_with(
         &karpor.url("/readyz/server"),
         &[("authorization", "Bearer test-admin")],
     )
     .await;
     assert!(detail.contains("detail: etcd backend"), "{detail}");
-
-    etcd.process.restart();
-    wait_for(Duration::from_secs(10), "readyz recovers", || async {
-        get(&karpor.url("/readyz")).await.0 == 200
-    })
-    .await;
-    let logs = karpor.logs();
-    assert!(logs.contains("health check failed") && logs.contains("health check recovered"));
+    restart_and_expect_ready(&karpor, &mut etcd.process).await;
 }
 
 #[tokio::test]
@@ -168,19 +178,8 @@ async fn a_dead_mariadb_fails_server_and_readiness_returns_after_restart() {
     );
     let karpor = Spawn::serve(&config).start();
     assert_eq!(get(&karpor.url("/readyz")).await, (200, READY.to_owned()));
-    mariadb.process.kill();
-    wait_for(Duration::from_secs(3), "readyz fails", || async {
-        get(&karpor.url("/readyz")).await.0 == 503
-    })
-    .await;
-    let (_, body) = get(&karpor.url("/readyz")).await;
-    assert!(body.contains("[-] Server failed: unreachable\n"), "{body}");
-    assert!(!body.contains("127.0.0.1"));
-    mariadb.process.restart();
-    wait_for(Duration::from_secs(10), "readyz recovers", || async {
-        get(&karpor.url("/readyz")).await.0 == 200
-    })
-    .await;
+    kill_and_expect(&karpor, &mut mariadb.process, SERVER_DOWN).await;
+    restart_and_expect_ready(&karpor, &mut mariadb.process).await;
 }
 
 #[tokio::test]
@@ -194,19 +193,8 @@ async fn a_dead_elasticsearch_fails_storage_and_syncer_and_both_recover() {
     );
     let karpor = Spawn::serve(&config).start();
     assert_eq!(get(&karpor.url("/readyz")).await, (200, READY.to_owned()));
-    es.process.kill();
-    wait_for(Duration::from_secs(3), "readyz fails", || async {
-        get(&karpor.url("/readyz")).await.0 == 503
-    })
-    .await;
-    let (_, body) = get(&karpor.url("/readyz")).await;
-    assert_eq!(
-        body,
-        "[+] Ping ok\n[+] Server ok\n[-] Syncer failed: unreachable\n[-] Storage failed: unreachable\nhealth check failed\n"
-    );
-    es.process.restart();
-    wait_for(Duration::from_secs(10), "readyz recovers", || async {
-        get(&karpor.url("/readyz")).await.0 == 200
-    })
-    .await;
+    let storage_down = "[+] Ping ok\n[+] Server ok\n[-] Syncer failed: unreachable\n\
+                        [-] Storage failed: unreachable\nhealth check failed\n";
+    kill_and_expect(&karpor, &mut es.process, storage_down).await;
+    restart_and_expect_ready(&karpor, &mut es.process).await;
 }

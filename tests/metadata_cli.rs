@@ -6,7 +6,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use support::service;
+use karpor_testkit::{mysql_database, service, unique};
 
 const EXPORT: &str = r#"{
   "format": "karpor-metadata/v1",
@@ -60,14 +60,6 @@ fn metadata(dir: &Path, config: &str, args: &[&str], stdin: Option<&str>) -> (i3
     )
 }
 
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{tag}_{}_{nanos}", std::process::id())
-}
-
 /// Imports the export, exports again; returns what came out.
 fn round_trip(config: &str, input: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -101,14 +93,8 @@ async fn export_and_import_carry_every_record_across_all_three_backends() {
     let from_etcd = round_trip(&etcd_config, &from_sqlite);
     assert_eq!(from_etcd, from_sqlite);
 
-    let database = unique("cli");
-    let admin = sqlx::MySqlPool::connect(&mysql).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {database}"))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let base = mysql.rsplit_once('/').unwrap().0;
-    let mysql_config = format!("metadata: {{backend: mysql, url: '{base}/{database}'}}\n");
+    let database = mysql_database(&mysql, "cli").await;
+    let mysql_config = format!("metadata: {{backend: mysql, url: '{database}'}}\n");
     let from_mysql = round_trip(&mysql_config, &from_etcd);
     assert_eq!(from_mysql, from_sqlite);
 }

@@ -11,20 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The address a test service was started on, from the test script. Missing, it fails the
-/// test under CI and skips it (with the reason printed) elsewhere.
-pub fn service(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{var} is not set: run the tests through scripts/test.sh")
-        }
-        _ => {
-            eprintln!("SKIP: {var} is not set (run scripts/test.sh to start the services)");
-            None
-        }
-    }
-}
+pub use karpor_testkit::service;
 
 /// A running `karpor` process.
 pub struct Karpor {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use karpor_core::model::{Cluster, Kubeconfig};
 use karpor_core::SecretSource;
 use karpor_metastore::{connect, EtcdConfig, ListRequest, Metastore, MetastoreConfig};
+use karpor_testkit::{mysql_database, unique};
 
 const RECORDS: usize = 500;
 const READS: usize = 2_000;
@@ -64,17 +65,6 @@ async fn measure(store: &Metastore) -> (f64, f64, f64) {
     (creates, reads, lists)
 }
 
-fn unique() -> String {
-    format!(
-        "bench_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-    )
-}
-
 #[tokio::main]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
@@ -90,7 +80,7 @@ async fn main() {
         .map(|endpoint| MetastoreConfig::Etcd {
             etcd: EtcdConfig {
                 endpoints: vec![endpoint],
-                prefix: format!("/{}", unique()),
+                prefix: format!("/{}", unique("bench")),
                 username: None,
                 password: None,
                 tls: None,
@@ -99,19 +89,10 @@ async fn main() {
         });
     backends.push(("etcd", etcd));
     let mysql = match std::env::var("KARPOR_TEST_MYSQL_URL") {
-        Ok(url) => {
-            let database = unique();
-            let admin = sqlx::MySqlPool::connect(&url).await.unwrap();
-            sqlx::query(&format!("CREATE DATABASE {database}"))
-                .execute(&admin)
-                .await
-                .unwrap();
-            let base = url.rsplit_once('/').unwrap().0;
-            Some(MetastoreConfig::Mysql {
-                url: SecretSource::Inline(format!("{base}/{database}")),
-                encryption_key_file: None,
-            })
-        }
+        Ok(url) => Some(MetastoreConfig::Mysql {
+            url: SecretSource::Inline(mysql_database(&url, "bench").await),
+            encryption_key_file: None,
+        }),
         Err(_) => None,
     };
     backends.push(("mysql (MariaDB)", mysql));

@@ -13,32 +13,12 @@ use karpor_core::SecretSource;
 use karpor_metastore::{
     connect, ChangeOp, EtcdConfig, ListRequest, Metastore, MetastoreConfig, StoreError,
 };
+use karpor_testkit::{mysql_database, service, unique};
 
 /// A backend for one test, removed with it.
 struct Backend {
     store: Metastore,
     _dir: tempfile::TempDir,
-}
-
-fn service(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{var} is not set: run the tests through scripts/test.sh")
-        }
-        _ => {
-            eprintln!("SKIP: {var} is not set (run scripts/test.sh to start the services)");
-            None
-        }
-    }
-}
-
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{tag}_{}_{nanos}", std::process::id())
 }
 
 impl Backend {
@@ -75,15 +55,8 @@ impl Backend {
 
     async fn mysql() -> Option<Backend> {
         let url = service("KARPOR_TEST_MYSQL_URL")?;
-        let database = unique("conformance");
-        let admin = sqlx::MySqlPool::connect(&url).await.unwrap();
-        sqlx::query(&format!("CREATE DATABASE {database}"))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let base = url.rsplit_once('/').unwrap().0;
         let config = MetastoreConfig::Mysql {
-            url: SecretSource::Inline(format!("{base}/{database}")),
+            url: SecretSource::Inline(mysql_database(&url, "conformance").await),
             encryption_key_file: None,
         };
         Some(Backend::open(config, tempfile::tempdir().unwrap()).await)

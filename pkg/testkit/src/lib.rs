@@ -1,0 +1,41 @@
+//! Helpers shared by the tests and benchmarks of every karpor crate.
+
+/// The address of a service started by `scripts/test.sh` (`KARPOR_TEST_*`). Missing, it
+/// fails the test under CI and skips it, with the reason printed, elsewhere.
+pub fn service(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{var} is not set: run the tests through scripts/test.sh")
+        }
+        _ => {
+            eprintln!("SKIP: {var} is not set (run scripts/test.sh to start the services)");
+            None
+        }
+    }
+}
+
+/// A name no other test or run uses: `tag_pid_nanos`.
+pub fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970")
+        .as_nanos();
+    format!("{tag}_{}_{nanos}", std::process::id())
+}
+
+/// Creates a fresh database on the MySQL server of `url` and returns its URL, so tests
+/// running at once never share tables.
+pub async fn mysql_database(url: &str, tag: &str) -> String {
+    let database = unique(tag);
+    let admin = sqlx::MySqlPool::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach the test MySQL: {e}"));
+    sqlx::query(&format!("CREATE DATABASE {database}"))
+        .execute(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create database {database}: {e}"));
+    admin.close().await;
+    let (base, _) = url.rsplit_once('/').expect("a mysql://host/database URL");
+    format!("{base}/{database}")
+}
