@@ -1,0 +1,505 @@
+//! From SQL text to a [`Query`]: `sqlparser` does the grammar; this module accepts the one
+//! statement shape of the dialect and refuses everything else, saying what and where.
+
+use std::fmt::Write as _;
+
+use sqlparser::ast::{
+    BinaryOperator, Expr as SqlExpr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr,
+    Ident, InTarget, LimitClause, ObjectNamePart, OrderByKind, OrderBySort, SelectItem, SetExpr,
+    Spanned, Statement, TableFactor, UnaryOperator, Value as SqlValue,
+};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::Span;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::tree::{Expr, Field, FieldType, Op, Order, Query, Value};
+
+/// Why a search was refused: the message names the construct and where it stands.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SearchError(pub String);
+
+type Result<T> = std::result::Result<T, SearchError>;
+
+const SHAPE: &str =
+    "the form is: select * from resources [where ...] [order by ...] [limit n] [offset m]";
+/// Longest query or keyword accepted: searches are typed by people.
+const MAX_LEN: usize = 8 * 1024;
+
+fn fail<T>(message: impl Into<String>) -> Result<T> {
+    Err(SearchError(message.into()))
+}
+
+/// ` at line L, column C`, when the parser knows.
+fn at(span: Span) -> String {
+    if span.start.line == 0 {
+        String::new()
+    } else {
+        format!(" at line {}, column {}", span.start.line, span.start.column)
+    }
+}
+
+/// Parses `select * from resources where ...`.
+pub fn parse(sql: &str) -> Result<Query> {
+    if sql.len() > MAX_LEN {
+        return fail(format!("query is longer than {MAX_LEN} bytes"));
+    }
+    let statements = Parser::parse_sql(&MySqlDialect {}, sql)
+        .map_err(|e| SearchError(format!("not valid SQL: {e}")))?;
+    let query = match statements.as_slice() {
+        [] => return fail("the query is empty"),
+        [Statement::Query(query)] => query,
+        [_] => return fail(format!("only select is supported; {SHAPE}")),
+        many => {
+            return fail(format!(
+                "one statement only: found {} (stacked statements are refused)",
+                many.len()
+            ))
+        }
+    };
+    if query.with.is_some() {
+        return fail("WITH is not supported");
+    }
+    let select = match query.body.as_ref() {
+        SetExpr::Select(select) => select,
+        SetExpr::Query(_) => return fail("sub-queries are not supported"),
+        SetExpr::SetOperation { op, .. } => return fail(format!("{op} is not supported")),
+        other => return fail(format!("`{other}` is not supported; {SHAPE}")),
+    };
+    if !matches!(select.projection.as_slice(), [SelectItem::Wildcard(_)]) {
+        return fail(format!(
+            "only `select *` is supported: columns cannot be chosen{}",
+            at(select
+                .projection
+                .first()
+                .map(Spanned::span)
+                .unwrap_or(Span::empty()))
+        ));
+    }
+    if select.distinct.is_some() {
+        return fail("DISTINCT is not supported");
+    }
+    let table = match select.from.as_slice() {
+        [one] if !one.joins.is_empty() => {
+            return fail(format!(
+                "joins are not supported{}",
+                at(one.joins[0].span())
+            ))
+        }
+        [one] => &one.relation,
+        [] => return fail(format!("the table is missing; {SHAPE}")),
+        _ => return fail("one table only: `resources`"),
+    };
+    match table {
+        TableFactor::Table { name, .. } if matches!(name.0.as_slice(), [ObjectNamePart::Identifier(id)] if id.value.eq_ignore_ascii_case("resources")) =>
+            {}
+        TableFactor::Derived { .. } => return fail("sub-queries are not supported"),
+        other => {
+            return fail(format!(
+                "unknown table `{other}`{}: the only table is `resources`",
+                at(other.span())
+            ))
+        }
+    }
+    if !matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
+        || select.having.is_some()
+    {
+        return fail("GROUP BY and HAVING are not supported");
+    }
+
+    let mut filter = match &select.selection {
+        Some(e) => convert(e)?,
+        None => Expr::All,
+    };
+    let mut order_by = Vec::new();
+    if let Some(order) = &query.order_by {
+        let OrderByKind::Expressions(items) = &order.kind else {
+            return fail("ORDER BY ALL is not supported");
+        };
+        for item in items {
+            let field = field(&item.expr)?;
+            if !field.sortable() {
+                return fail(format!(
+                    "cannot order by {}{}: labels and annotations are not sort keys",
+                    field.column(),
+                    at(item.expr.span())
+                ));
+            }
+            let descending = match item.options.sort {
+                None | Some(OrderBySort::Asc) => false,
+                Some(OrderBySort::Desc) => true,
+                Some(OrderBySort::Using(_)) => return fail("ORDER BY ... USING is not supported"),
+            };
+            if item.options.nulls_first.is_some() {
+                return fail("NULLS FIRST / NULLS LAST is not supported");
+            }
+            order_by.push(Order { field, descending });
+        }
+    }
+    let (limit, offset) = match &query.limit_clause {
+        None => (None, None),
+        Some(LimitClause::LimitOffset {
+            limit,
+            offset,
+            limit_by,
+        }) if limit_by.is_empty() => (
+            limit.as_ref().map(count).transpose()?,
+            offset.as_ref().map(|o| count(&o.value)).transpose()?,
+        ),
+        Some(LimitClause::OffsetCommaLimit { offset, limit }) => {
+            (Some(count(limit)?), Some(count(offset)?))
+        }
+        Some(other) => return fail(format!("`{other}` is not supported")),
+    };
+
+    // Whatever the checks above did not name (aliases, FETCH, locking, dialect extras)
+    // shows as a difference from the canonical form of what was accepted.
+    let mut canonical = format!("SELECT * FROM {table}");
+    if let Some(selection) = &select.selection {
+        let _ = write!(canonical, " WHERE {selection}");
+    }
+    if let Some(order) = &query.order_by {
+        let _ = write!(canonical, " {order}");
+    }
+    if let Some(limit) = &query.limit_clause {
+        let _ = write!(canonical, "{limit}");
+    }
+    if canonical != query.to_string() {
+        return fail(format!("unsupported clause in `{query}`; {SHAPE}"));
+    }
+
+    if !filter.mentions(&Field::Deleted) {
+        filter = and(filter, not_deleted());
+    }
+    Ok(Query {
+        filter,
+        order_by,
+        limit,
+        offset,
+    })
+}
+
+/// The `keyword=` search: the term anywhere in name, namespace, labels or content.
+pub fn keyword(term: &str) -> Result<Query> {
+    let term = term.trim();
+    if term.is_empty() {
+        return fail("keyword is empty");
+    }
+    if term.len() > 256 {
+        return fail("keyword is longer than 256 bytes");
+    }
+    Ok(Query {
+        filter: and(Expr::Keyword(term.to_owned()), not_deleted()),
+        order_by: Vec::new(),
+        limit: None,
+        offset: None,
+    })
+}
+
+/// A LIMIT or OFFSET: a non-negative whole number.
+fn count(e: &SqlExpr) -> Result<u64> {
+    if let SqlExpr::Value(v) = e {
+        if let SqlValue::Number(n, _) = &v.value {
+            if let Ok(n) = n.parse::<u64>() {
+                return Ok(n);
+            }
+        }
+    }
+    fail(format!(
+        "LIMIT and OFFSET take a whole number, not `{e}`{}",
+        at(e.span())
+    ))
+}
+
+fn not_deleted() -> Expr {
+    Expr::Compare {
+        field: Field::Deleted,
+        op: Op::Eq,
+        value: Value::Bool(false),
+    }
+}
+
+fn and(left: Expr, right: Expr) -> Expr {
+    let mut all = Vec::new();
+    for e in [left, right] {
+        match e {
+            Expr::All => {}
+            Expr::And(inner) => all.extend(inner),
+            other => all.push(other),
+        }
+    }
+    match all.len() {
+        0 => Expr::All,
+        1 => all.pop().expect("one"),
+        _ => Expr::And(all),
+    }
+}
+
+fn or(left: Expr, right: Expr) -> Expr {
+    let mut all = Vec::new();
+    for e in [left, right] {
+        match e {
+            Expr::Or(inner) => all.extend(inner),
+            other => all.push(other),
+        }
+    }
+    Expr::Or(all)
+}
+
+fn convert(e: &SqlExpr) -> Result<Expr> {
+    match e {
+        SqlExpr::Nested(inner) => convert(inner),
+        SqlExpr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => Ok(and(convert(left)?, convert(right)?)),
+        SqlExpr::BinaryOp {
+            left,
+            op: BinaryOperator::Or,
+            right,
+        } => Ok(or(convert(left)?, convert(right)?)),
+        SqlExpr::BinaryOp { left, op, right } => compare(left, op, right, e.span()),
+        SqlExpr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr,
+        } => Ok(Expr::Not(Box::new(convert(expr)?))),
+        SqlExpr::In {
+            target: InTarget::Subquery(_),
+            ..
+        } => fail(format!("sub-queries are not supported{}", at(e.span()))),
+        SqlExpr::In {
+            expr,
+            target: InTarget::List(list),
+            negated,
+            global: false,
+        } => {
+            let field = field(expr)?;
+            let values = list
+                .iter()
+                .map(|v| literal(v, &field))
+                .collect::<Result<_>>()?;
+            Ok(Expr::In {
+                field,
+                values,
+                negated: *negated,
+            })
+        }
+        SqlExpr::Between {
+            expr,
+            negated,
+            low,
+            high,
+        } => {
+            let field = field(expr)?;
+            ordered(&field, e.span())?;
+            Ok(Expr::Between {
+                low: literal(low, &field)?,
+                high: literal(high, &field)?,
+                field,
+                negated: *negated,
+            })
+        }
+        SqlExpr::Like {
+            negated,
+            any: false,
+            expr,
+            pattern,
+            escape_char: None,
+        } => {
+            let field = field(expr)?;
+            if field.field_type() != FieldType::Text {
+                return fail(format!(
+                    "LIKE needs a text column, not {}{}",
+                    field.column(),
+                    at(e.span())
+                ));
+            }
+            let Value::Text(pattern) = literal(pattern, &field)? else {
+                unreachable!("a text field's literal is text")
+            };
+            Ok(Expr::Like {
+                field,
+                pattern,
+                negated: *negated,
+            })
+        }
+        SqlExpr::Function(function) => {
+            let name = function.name.to_string();
+            if !name.eq_ignore_ascii_case("contains") {
+                return fail(format!(
+                    "unknown function `{name}`{}: the only function is contains(content, 'text')",
+                    at(e.span())
+                ));
+            }
+            contains(&function.args, e.span())
+        }
+        SqlExpr::Subquery(_) | SqlExpr::Exists { .. } => {
+            fail(format!("sub-queries are not supported{}", at(e.span())))
+        }
+        other => fail(format!("`{other}` is not supported{}", at(e.span()))),
+    }
+}
+
+fn compare(left: &SqlExpr, op: &BinaryOperator, right: &SqlExpr, span: Span) -> Result<Expr> {
+    let op = match op {
+        BinaryOperator::Eq => Op::Eq,
+        BinaryOperator::NotEq => Op::NotEq,
+        BinaryOperator::Lt => Op::Lt,
+        BinaryOperator::LtEq => Op::LtEq,
+        BinaryOperator::Gt => Op::Gt,
+        BinaryOperator::GtEq => Op::GtEq,
+        other => return fail(format!("operator `{other}` is not supported{}", at(span))),
+    };
+    let field = field(left)?;
+    if !matches!(op, Op::Eq | Op::NotEq) {
+        ordered(&field, span)?;
+    }
+    Ok(Expr::Compare {
+        value: literal(right, &field)?,
+        field,
+        op,
+    })
+}
+
+/// `<`, `>` and BETWEEN need an order: not on `deleted`.
+fn ordered(field: &Field, span: Span) -> Result<()> {
+    if field.field_type() == FieldType::Bool {
+        return fail(format!(
+            "{} can only be compared with = or !={}",
+            field.column(),
+            at(span)
+        ));
+    }
+    Ok(())
+}
+
+fn contains(args: &FunctionArguments, span: Span) -> Result<Expr> {
+    let usage = || format!("contains takes (content, 'text'){}", at(span));
+    let FunctionArguments::List(list) = args else {
+        return fail(usage());
+    };
+    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(target)), FunctionArg::Unnamed(FunctionArgExpr::Expr(text))] =
+        list.args.as_slice()
+    else {
+        return fail(usage());
+    };
+    if !matches!(target, SqlExpr::Identifier(id) if id.value.eq_ignore_ascii_case("content")) {
+        return fail(usage());
+    }
+    let SqlExpr::Value(v) = text else {
+        return fail(usage());
+    };
+    let (SqlValue::SingleQuotedString(text) | SqlValue::DoubleQuotedString(text)) = &v.value else {
+        return fail(usage());
+    };
+    let words = words(text);
+    if words.is_empty() {
+        return fail(format!("contains needs at least one word{}", at(span)));
+    }
+    Ok(Expr::Contains(words))
+}
+
+/// The words of a text as both backends index content: runs of letters and digits,
+/// lowercased. Storage indexes documents through the same function.
+pub fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn field(e: &SqlExpr) -> Result<Field> {
+    match e {
+        SqlExpr::Identifier(id) => column(id, e.span()),
+        SqlExpr::CompoundIdentifier(parts) => match parts.as_slice() {
+            [map, key] if is_map(map) => {
+                if key.value.is_empty() {
+                    return fail(format!("empty key{}", at(e.span())));
+                }
+                Ok(if map.value.eq_ignore_ascii_case("labels") {
+                    Field::Label(key.value.clone())
+                } else {
+                    Field::Annotation(key.value.clone())
+                })
+            }
+            [map, ..] if is_map(map) => fail(format!(
+                "a key with dots goes in backquotes, as in labels.`app.kubernetes.io/name`{}",
+                at(e.span())
+            )),
+            _ => fail(format!("unknown column `{e}`{}", at(e.span()))),
+        },
+        SqlExpr::Nested(inner) => field(inner),
+        other => fail(format!(
+            "expected a column, found `{other}`{}",
+            at(other.span())
+        )),
+    }
+}
+
+fn is_map(id: &Ident) -> bool {
+    id.value.eq_ignore_ascii_case("labels") || id.value.eq_ignore_ascii_case("annotations")
+}
+
+fn column(id: &Ident, span: Span) -> Result<Field> {
+    let name = id.value.to_ascii_lowercase();
+    if let Some((_, field)) = Field::COLUMNS.iter().find(|(c, _)| *c == name) {
+        return Ok(field.clone());
+    }
+    if name == "content" {
+        return fail(format!(
+            "content is searched with contains(content, 'text'){}",
+            at(span)
+        ));
+    }
+    if name == "labels" || name == "annotations" {
+        return fail(format!("name a key: {name}.KEY{}", at(span)));
+    }
+    fail(format!(
+        "unknown column `{}`{}; columns: cluster, apiVersion, kind, namespace, name, uid, \
+         resourceVersion, creationTimestamp, deletionTimestamp, syncAt, deleted, labels.KEY, \
+         annotations.KEY",
+        id.value,
+        at(span)
+    ))
+}
+
+/// A literal for `field`, converted to its type.
+fn literal(e: &SqlExpr, field: &Field) -> Result<Value> {
+    let span = e.span();
+    let SqlExpr::Value(v) = e else {
+        return fail(format!(
+            "expected a literal for {}, found `{e}`{}",
+            field.column(),
+            at(span)
+        ));
+    };
+    let text = match &v.value {
+        SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => s.clone(),
+        SqlValue::Number(n, _) => n.to_string(),
+        SqlValue::Boolean(b) => b.to_string(),
+        SqlValue::Null => {
+            return fail(format!("NULL is not supported{}", at(span)));
+        }
+        other => return fail(format!("literal `{other}` is not supported{}", at(span))),
+    };
+    match field.field_type() {
+        FieldType::Text => Ok(Value::Text(text)),
+        FieldType::Bool => match text.to_ascii_lowercase().as_str() {
+            "true" => Ok(Value::Bool(true)),
+            "false" => Ok(Value::Bool(false)),
+            _ => fail(format!("{} is true or false{}", field.column(), at(span))),
+        },
+        FieldType::Time => OffsetDateTime::parse(&text, &Rfc3339)
+            .map(Value::Time)
+            .map_err(|_| {
+                SearchError(format!(
+                    "{} takes an RFC 3339 time such as '2026-01-02T15:04:05Z', not {text:?}{}",
+                    field.column(),
+                    at(span)
+                ))
+            }),
+    }
+}
