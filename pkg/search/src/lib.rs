@@ -6,5 +6,5 @@
 mod parse;
 mod tree;
 
-pub use parse::{keyword, parse, SearchError};
+pub use parse::{keyword, parse, words, SearchError};
 pub use tree::{Expr, Field, FieldType, Op, Order, Query, Value};

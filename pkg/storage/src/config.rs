@@ -28,6 +28,36 @@ pub struct ElasticConfig {
     pub username: Option<String>,
     #[serde(default)]
     pub password: Option<SecretSource>,
+    /// The index karpor creates and uses.
+    #[serde(default = "default_index")]
+    pub index: String,
+    /// When writes become searchable: `wait_for` (the write returns once they are),
+    /// `true` (forces a refresh: for tests), `false` (at the next periodic refresh).
+    #[serde(default)]
+    pub refresh: RefreshPolicy,
+}
+
+fn default_index() -> String {
+    "karpor-resources".to_owned()
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefreshPolicy {
+    #[default]
+    WaitFor,
+    True,
+    False,
+}
+
+impl RefreshPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefreshPolicy::WaitFor => "wait_for",
+            RefreshPolicy::True => "true",
+            RefreshPolicy::False => "false",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-/// What can go wrong talking to storage. Messages may carry addresses: they go to logs
-/// and admins, never into a public health body.
+/// What can go wrong with storage. Messages may carry addresses: they go to logs and
+/// admins, never into a public health body.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     #[error("storage unreachable: {0}")]
@@ -12,4 +12,8 @@ pub enum StorageError {
     StatusRed,
     #[error("storage misconfigured: {0}")]
     Misconfigured(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("stored data is unreadable: {0}")]
+    Corrupt(String),
 }

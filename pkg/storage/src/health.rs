@@ -3,15 +3,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use karpor_health::{CheckOutcome, ComponentType, HealthReporter, Reason};
 
-use crate::{ResourceStorage, StorageError};
+use crate::{Storage, StorageError};
 
 /// The `Storage` check of `/readyz`.
 pub struct StorageCheck {
-    storage: Arc<dyn ResourceStorage>,
+    storage: Arc<dyn Storage>,
 }
 
 impl StorageCheck {
-    pub fn new(storage: Arc<dyn ResourceStorage>) -> Self {
+    pub fn new(storage: Arc<dyn Storage>) -> Self {
         StorageCheck { storage }
     }
 }
@@ -24,6 +24,7 @@ pub fn reason_of(e: &StorageError) -> Reason {
         StorageError::Timeout => Reason::Timeout,
         StorageError::StatusRed => Reason::StatusRed,
         StorageError::Misconfigured(_) => Reason::Misconfigured,
+        StorageError::Invalid(_) | StorageError::Corrupt(_) => Reason::Unreachable,
     }
 }
 

@@ -1,23 +1,29 @@
-//! Resource storage: where the syncer writes trimmed resource documents and search reads
-//! them. Embedded SQLite by default, Elasticsearch for scale; chosen by config in
-//! [`connect`].
+//! Resource storage: where the syncer writes resource documents and search reads them.
+//! Embedded SQLite (FTS5 + JSON1) by default, Elasticsearch or OpenSearch for scale;
+//! chosen by config in [`connect`]. Both answer the same queries with the same documents
+//! in the same order (the conformance suite holds them to it).
 
 mod config;
+mod document;
 mod elasticsearch;
 mod error;
 mod health;
 mod sqlite;
+mod window;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use karpor_search::{Field, Query};
+use time::OffsetDateTime;
 
-pub use config::StorageConfig;
+pub use config::{ElasticConfig, RefreshPolicy, StorageConfig};
+pub use document::{document_id, ResourceDocument};
 pub use error::StorageError;
 pub use health::{reason_of, StorageCheck};
+pub use window::{total, window, Window};
 
-/// The storage behind the `Storage` check. Documents, search and aggregations come with
-/// the storage work; today a backend can say whether it is reachable and healthy.
+/// Writes and reads of documents by id.
 #[async_trait]
 pub trait ResourceStorage: Send + Sync + 'static {
     /// The backend's config name (`sqlite`, `elasticsearch`).
@@ -25,11 +31,95 @@ pub trait ResourceStorage: Send + Sync + 'static {
 
     /// A cheap query that fails when the backend cannot serve.
     async fn ping(&self) -> Result<(), StorageError>;
+
+    /// Inserts or replaces each document by id. `Ok` only once every one is stored.
+    async fn upsert(&self, documents: &[ResourceDocument]) -> Result<(), StorageError>;
+
+    /// Removes a document; `false` when there was none.
+    async fn delete(&self, cluster: &str, uid: &str) -> Result<bool, StorageError>;
+
+    /// Marks a document deleted (kept for a rule's keep-after-delete).
+    async fn soft_delete(
+        &self,
+        cluster: &str,
+        uid: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StorageError>;
+
+    async fn get(&self, cluster: &str, uid: &str)
+        -> Result<Option<ResourceDocument>, StorageError>;
+
+    /// Documents not marked deleted, of one cluster or all.
+    async fn count(&self, cluster: Option<&str>) -> Result<u64, StorageError>;
+
+    /// Removes every document of a cluster (it was deregistered).
+    async fn delete_cluster(&self, cluster: &str) -> Result<u64, StorageError>;
+
+    /// After a completed relist of one type in one cluster: removes that type's documents
+    /// the relist did not write (synced before it began). No cap.
+    async fn purge_unseen(
+        &self,
+        cluster: &str,
+        api_version: &str,
+        kind: &str,
+        synced_before: OffsetDateTime,
+    ) -> Result<u64, StorageError>;
 }
 
-/// Opens the configured backend. Elasticsearch is reached lazily, so a dead cluster at
-/// start is a failing check; a local SQLite file that cannot be created is an error.
-pub async fn connect(config: &StorageConfig) -> Result<Arc<dyn ResourceStorage>, StorageError> {
+/// One page of a search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchResult {
+    pub items: Vec<ResourceDocument>,
+    /// Matches in all, within the query's OFFSET and LIMIT.
+    pub total: u64,
+}
+
+/// A term and how many documents have it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bucket {
+    pub key: String,
+    pub count: u64,
+}
+
+/// Queries over the documents.
+#[async_trait]
+pub trait SearchStorage: Send + Sync + 'static {
+    /// Rows `from..from + size` of the query's matches (inside its OFFSET and LIMIT), in
+    /// its order and then by id.
+    async fn search(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+    ) -> Result<SearchResult, StorageError>;
+
+    /// The `size` most frequent values of `field` among the matches of `filter`, most
+    /// frequent first, ties by value. `field` is cluster, apiVersion, kind or namespace.
+    async fn terms(
+        &self,
+        field: &Field,
+        query: &Query,
+        size: usize,
+    ) -> Result<Vec<Bucket>, StorageError>;
+}
+
+/// A backend: both traits.
+pub trait Storage: ResourceStorage + SearchStorage {}
+
+impl<T: ResourceStorage + SearchStorage> Storage for T {}
+
+/// Fields `terms` can count by.
+pub fn aggregatable(field: &Field) -> bool {
+    matches!(
+        field,
+        Field::Cluster | Field::ApiVersion | Field::Kind | Field::Namespace
+    )
+}
+
+/// Opens the configured backend. Elasticsearch is reached lazily (its index is created on
+/// first use), so a dead cluster at start is a failing check; a local SQLite file that
+/// cannot be created is an error.
+pub async fn connect(config: &StorageConfig) -> Result<Arc<dyn Storage>, StorageError> {
     Ok(match config {
         StorageConfig::Sqlite { path } => Arc::new(sqlite::SqliteStorage::open(path).await?),
         StorageConfig::Elasticsearch(es) => Arc::new(elasticsearch::ElasticStorage::new(es)?),

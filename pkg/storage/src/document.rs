@@ -1,0 +1,78 @@
+//! A resource document: what the syncer writes for each Kubernetes object and search
+//! returns. Its id is the cluster plus the object's uid.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceDocument {
+    pub cluster: String,
+    pub api_version: String,
+    pub kind: String,
+    /// Empty for cluster-scoped objects.
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub owner_references: Vec<Value>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub creation_timestamp: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub deletion_timestamp: Option<OffsetDateTime>,
+    pub resource_version: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub sync_at: OffsetDateTime,
+    /// Kept after the object went (a rule's keep-after-delete), marked so.
+    pub deleted: bool,
+    /// The object as stored: trimmed by the sync rule, Secret values already removed.
+    pub object: Value,
+}
+
+impl ResourceDocument {
+    pub fn id(&self) -> String {
+        document_id(&self.cluster, &self.uid)
+    }
+
+    /// The object's text as both backends index it for `contains` and keyword search:
+    /// the words of every key and scalar value, lowercased, space-separated.
+    pub fn content(&self) -> String {
+        let mut text = String::new();
+        collect_text(&self.object, &mut text);
+        karpor_search::words(&text).join(" ")
+    }
+}
+
+pub fn document_id(cluster: &str, uid: &str) -> String {
+    format!("{cluster}/{uid}")
+}
+
+fn collect_text(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => {}
+        Value::Bool(b) => push(out, &b.to_string()),
+        Value::Number(n) => push(out, &n.to_string()),
+        Value::String(s) => push(out, s),
+        Value::Array(items) => items.iter().for_each(|v| collect_text(v, out)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                push(out, k);
+                collect_text(v, out);
+            }
+        }
+    }
+}
+
+fn push(out: &mut String, text: &str) {
+    out.push(' ');
+    out.push_str(text);
+}
+
+/// Milliseconds since the epoch: the precision both backends keep.
+pub(crate) fn millis(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}

@@ -1,0 +1,509 @@
+//! Elasticsearch or OpenSearch through the official client. The index and its mapping are
+//! created on first use; writes go in bulk, retried with backoff on 429 and 5xx until
+//! every document is acknowledged.
+
+mod translate;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use elasticsearch::auth::Credentials;
+use elasticsearch::cluster::ClusterHealthParts;
+use elasticsearch::http::request::JsonBody;
+use elasticsearch::http::response::Response;
+use elasticsearch::http::transport::{SingleNodeConnectionPool, TransportBuilder};
+use elasticsearch::indices::IndicesCreateParts;
+use elasticsearch::params::{Conflicts, Refresh};
+use elasticsearch::{
+    BulkParts, CountParts, DeleteByQueryParts, DeleteParts, Elasticsearch, GetParts, SearchParts,
+};
+use karpor_search::{Field, Query};
+use serde_json::{json, Value as Json};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use tokio::sync::OnceCell;
+
+use crate::config::{ElasticConfig, RefreshPolicy};
+use crate::document::{document_id, ResourceDocument};
+use crate::window::{total, window};
+use crate::{aggregatable, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError};
+
+const BULK_ATTEMPTS: u32 = 8;
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// Elasticsearch's default `index.max_result_window`.
+const MAX_WINDOW: u64 = 10_000;
+
+pub struct ElasticStorage {
+    client: Elasticsearch,
+    index: String,
+    refresh: RefreshPolicy,
+    ready: OnceCell<()>,
+}
+
+fn transport_error(e: elasticsearch::Error) -> StorageError {
+    if e.is_timeout() {
+        StorageError::Timeout
+    } else {
+        StorageError::Unavailable(e.to_string())
+    }
+}
+
+/// Fails unless the answer is a success, with the body's error in the message.
+async fn success(response: Response, what: &str) -> Result<Json, StorageError> {
+    let code = response.status_code().as_u16();
+    let body: Json = response.json().await.unwrap_or(Json::Null);
+    match code {
+        200..=299 => Ok(body),
+        401 | 403 => Err(StorageError::Unauthorized(format!(
+            "{what} answered {code}"
+        ))),
+        429 | 500..=599 => Err(StorageError::Unavailable(format!(
+            "{what} answered {code}: {}",
+            body["error"]
+        ))),
+        _ => Err(StorageError::Invalid(format!(
+            "{what} answered {code}: {}",
+            body["error"]
+        ))),
+    }
+}
+
+fn rfc3339(t: Option<OffsetDateTime>) -> Json {
+    t.and_then(|t| t.format(&Rfc3339).ok())
+        .map(Json::String)
+        .unwrap_or(Json::Null)
+}
+
+/// The indexed form of a document: search fields, and the document itself (not indexed).
+fn source(d: &ResourceDocument) -> Json {
+    let pairs = |m: &std::collections::BTreeMap<String, String>| -> Vec<String> {
+        m.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    };
+    json!({
+        "id": d.id(),
+        "cluster": d.cluster,
+        "apiVersion": d.api_version,
+        "kind": d.kind,
+        "namespace": d.namespace,
+        "name": d.name,
+        "uid": d.uid,
+        "resourceVersion": d.resource_version,
+        "creationTimestamp": rfc3339(d.creation_timestamp),
+        "deletionTimestamp": rfc3339(d.deletion_timestamp),
+        "syncAt": rfc3339(Some(d.sync_at)),
+        "deleted": d.deleted,
+        "labelPairs": pairs(&d.labels),
+        "labelKeys": d.labels.keys().collect::<Vec<_>>(),
+        "annotationPairs": pairs(&d.annotations),
+        "annotationKeys": d.annotations.keys().collect::<Vec<_>>(),
+        "content": d.content(),
+        "document": d,
+    })
+}
+
+fn mapping() -> Json {
+    let keyword = json!({"type": "keyword"});
+    let date = json!({"type": "date"});
+    json!({
+        "settings": {"analysis": {"normalizer": {"karpor_lowercase": {
+            "type": "custom", "filter": ["lowercase"]
+        }}}},
+        "mappings": {"dynamic": false, "properties": {
+            "id": keyword, "cluster": keyword, "apiVersion": keyword,
+            "kind": {"type": "keyword", "fields": {"lower": {
+                "type": "keyword", "normalizer": "karpor_lowercase"
+            }}},
+            "namespace": keyword, "name": keyword, "uid": keyword, "resourceVersion": keyword,
+            "creationTimestamp": date, "deletionTimestamp": date, "syncAt": date,
+            "deleted": {"type": "boolean"},
+            "labelPairs": keyword, "labelKeys": keyword,
+            "annotationPairs": keyword, "annotationKeys": keyword,
+            "content": {"type": "text"},
+            "document": {"type": "object", "enabled": false}
+        }}
+    })
+}
+
+fn decode(hit_source: &Json) -> Result<ResourceDocument, StorageError> {
+    serde_json::from_value(hit_source["document"].clone())
+        .map_err(|e| StorageError::Corrupt(e.to_string()))
+}
+
+/// Whether a failed bulk may be tried again.
+enum BulkFailure {
+    Retry(StorageError),
+    Fatal(StorageError),
+}
+
+impl ElasticStorage {
+    pub fn new(config: &ElasticConfig) -> Result<Self, StorageError> {
+        let url = url::Url::parse(&config.url)
+            .map_err(|e| StorageError::Misconfigured(format!("storage.url is not a URL: {e}")))?;
+        let mut transport = TransportBuilder::new(SingleNodeConnectionPool::new(url))
+            .timeout(Duration::from_secs(10));
+        if let Some(user) = &config.username {
+            let password = match &config.password {
+                Some(p) => p
+                    .resolve()
+                    .map_err(|e| StorageError::Misconfigured(e.to_string()))?
+                    .expose()
+                    .to_owned(),
+                None => String::new(),
+            };
+            transport = transport.auth(Credentials::Basic(user.clone(), password));
+        }
+        let transport = transport
+            .build()
+            .map_err(|e| StorageError::Misconfigured(e.to_string()))?;
+        Ok(ElasticStorage {
+            client: Elasticsearch::new(transport),
+            index: config.index.clone(),
+            refresh: config.refresh,
+            ready: OnceCell::new(),
+        })
+    }
+
+    fn refresh(&self) -> Refresh {
+        match self.refresh {
+            RefreshPolicy::WaitFor => Refresh::WaitFor,
+            RefreshPolicy::True => Refresh::True,
+            RefreshPolicy::False => Refresh::False,
+        }
+    }
+
+    /// Creates the index with its mapping, once; an existing index is used as it is.
+    async fn ready(&self) -> Result<(), StorageError> {
+        self.ready
+            .get_or_try_init(|| async {
+                let response = self
+                    .client
+                    .indices()
+                    .create(IndicesCreateParts::Index(&self.index))
+                    .body(mapping())
+                    .send()
+                    .await
+                    .map_err(transport_error)?;
+                let code = response.status_code().as_u16();
+                let body: Json = response.json().await.unwrap_or(Json::Null);
+                let exists = body["error"]["type"] == "resource_already_exists_exception";
+                if (200..300).contains(&code) || exists {
+                    Ok(())
+                } else {
+                    Err(StorageError::Misconfigured(format!(
+                        "cannot create index {}: {code} {}",
+                        self.index, body["error"]
+                    )))
+                }
+            })
+            .await
+            .copied()
+    }
+
+    /// One bulk request; returns the documents to send again (429 and 5xx items).
+    async fn bulk_once(
+        &self,
+        batch: &[(String, Json)],
+    ) -> Result<Vec<(String, Json)>, BulkFailure> {
+        let mut body: Vec<JsonBody<Json>> = Vec::with_capacity(batch.len() * 2);
+        for (id, doc) in batch {
+            body.push(json!({"index": {"_id": id}}).into());
+            body.push(doc.clone().into());
+        }
+        let response = self
+            .client
+            .bulk(BulkParts::Index(&self.index))
+            .refresh(self.refresh())
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| BulkFailure::Retry(transport_error(e)))?;
+        let code = response.status_code().as_u16();
+        if code == 429 || code >= 500 {
+            return Err(BulkFailure::Retry(StorageError::Unavailable(format!(
+                "bulk answered {code}"
+            ))));
+        }
+        let answer = success(response, "bulk")
+            .await
+            .map_err(BulkFailure::Fatal)?;
+        let mut again = Vec::new();
+        let items = answer["items"].as_array().cloned().unwrap_or_default();
+        if items.len() != batch.len() {
+            return Err(BulkFailure::Retry(StorageError::Unavailable(format!(
+                "bulk answered {} items for {}",
+                items.len(),
+                batch.len()
+            ))));
+        }
+        for (item, pending) in items.iter().zip(batch) {
+            let status = item["index"]["status"].as_u64().unwrap_or(0);
+            match status {
+                200..=299 => {}
+                429 | 500..=599 => again.push(pending.clone()),
+                _ => {
+                    return Err(BulkFailure::Fatal(StorageError::Invalid(format!(
+                        "document {} refused: {}",
+                        pending.0, item["index"]["error"]
+                    ))))
+                }
+            }
+        }
+        Ok(again)
+    }
+
+    async fn delete_by_query(&self, query: Json) -> Result<u64, StorageError> {
+        self.ready().await?;
+        let response = self
+            .client
+            .delete_by_query(DeleteByQueryParts::Index(&[&self.index]))
+            .refresh(true)
+            .conflicts(Conflicts::Proceed)
+            .body(json!({"query": query}))
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let answer = success(response, "delete_by_query").await?;
+        Ok(answer["deleted"].as_u64().unwrap_or(0))
+    }
+}
+
+#[async_trait]
+impl ResourceStorage for ElasticStorage {
+    fn backend(&self) -> &'static str {
+        "elasticsearch"
+    }
+
+    /// `_cluster/health`: green and yellow serve (yellow is a single node's normal
+    /// state), red does not. The `status` field is the one to read.
+    async fn ping(&self) -> Result<(), StorageError> {
+        let response = self
+            .client
+            .cluster()
+            .health(ClusterHealthParts::None)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let body = success(response, "_cluster/health").await?;
+        match body["status"].as_str() {
+            Some("green" | "yellow") => Ok(()),
+            Some("red") => Err(StorageError::StatusRed),
+            _ => Err(StorageError::Unavailable(
+                "_cluster/health answered without a status".to_owned(),
+            )),
+        }
+    }
+
+    async fn upsert(&self, documents: &[ResourceDocument]) -> Result<(), StorageError> {
+        if documents.is_empty() {
+            return Ok(());
+        }
+        let mut pending: Vec<(String, Json)> =
+            documents.iter().map(|d| (d.id(), source(d))).collect();
+        let mut backoff = FIRST_BACKOFF;
+        for attempt in 1..=BULK_ATTEMPTS {
+            let outcome = match self.ready().await {
+                Ok(()) => self.bulk_once(&pending).await,
+                Err(e) => Err(BulkFailure::Retry(e)),
+            };
+            match outcome {
+                Ok(again) if again.is_empty() => return Ok(()),
+                Ok(again) => pending = again,
+                Err(BulkFailure::Fatal(e)) => return Err(e),
+                Err(BulkFailure::Retry(e)) if attempt == BULK_ATTEMPTS => return Err(e),
+                Err(BulkFailure::Retry(e)) => {
+                    tracing::warn!(error = %e, attempt, "bulk write failed; retrying");
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        Err(StorageError::Unavailable(format!(
+            "{} documents still refused after {BULK_ATTEMPTS} attempts",
+            pending.len()
+        )))
+    }
+
+    async fn delete(&self, cluster: &str, uid: &str) -> Result<bool, StorageError> {
+        self.ready().await?;
+        let response = self
+            .client
+            .delete(DeleteParts::IndexId(
+                &self.index,
+                &document_id(cluster, uid),
+            ))
+            .refresh(self.refresh())
+            .send()
+            .await
+            .map_err(transport_error)?;
+        if response.status_code().as_u16() == 404 {
+            return Ok(false);
+        }
+        success(response, "delete").await.map(|_| true)
+    }
+
+    async fn soft_delete(
+        &self,
+        cluster: &str,
+        uid: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StorageError> {
+        let Some(mut document) = self.get(cluster, uid).await? else {
+            return Ok(false);
+        };
+        document.deleted = true;
+        document.deletion_timestamp.get_or_insert(at);
+        document.sync_at = at;
+        self.upsert(&[document]).await?;
+        Ok(true)
+    }
+
+    async fn get(
+        &self,
+        cluster: &str,
+        uid: &str,
+    ) -> Result<Option<ResourceDocument>, StorageError> {
+        self.ready().await?;
+        let response = self
+            .client
+            .get(GetParts::IndexId(&self.index, &document_id(cluster, uid)))
+            .send()
+            .await
+            .map_err(transport_error)?;
+        if response.status_code().as_u16() == 404 {
+            return Ok(None);
+        }
+        let body = success(response, "get").await?;
+        if body["found"] == false {
+            return Ok(None);
+        }
+        decode(&body["_source"]).map(Some)
+    }
+
+    async fn count(&self, cluster: Option<&str>) -> Result<u64, StorageError> {
+        self.ready().await?;
+        let mut filters = vec![json!({"term": {"deleted": false}})];
+        if let Some(cluster) = cluster {
+            filters.push(json!({"term": {"cluster": cluster}}));
+        }
+        let response = self
+            .client
+            .count(CountParts::Index(&[&self.index]))
+            .body(json!({"query": {"bool": {"filter": filters}}}))
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let body = success(response, "count").await?;
+        Ok(body["count"].as_u64().unwrap_or(0))
+    }
+
+    async fn delete_cluster(&self, cluster: &str) -> Result<u64, StorageError> {
+        self.delete_by_query(json!({"term": {"cluster": cluster}}))
+            .await
+    }
+
+    async fn purge_unseen(
+        &self,
+        cluster: &str,
+        api_version: &str,
+        kind: &str,
+        synced_before: OffsetDateTime,
+    ) -> Result<u64, StorageError> {
+        self.delete_by_query(json!({"bool": {"filter": [
+            {"term": {"cluster": cluster}},
+            {"term": {"apiVersion": api_version}},
+            {"term": {"kind": kind}},
+            {"range": {"syncAt": {"lt": rfc3339(Some(synced_before))}}}
+        ]}}))
+        .await
+    }
+}
+
+#[async_trait]
+impl SearchStorage for ElasticStorage {
+    async fn search(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+    ) -> Result<SearchResult, StorageError> {
+        self.ready().await?;
+        let rows = window(query, from, size);
+        if rows.from.saturating_add(rows.size) > MAX_WINDOW {
+            return Err(StorageError::Invalid(format!(
+                "results beyond the first {MAX_WINDOW} cannot be paged to: narrow the query"
+            )));
+        }
+        let body = json!({
+            "query": translate::filter(&query.filter),
+            "sort": translate::sort(&query.order_by),
+            "from": rows.from,
+            "size": rows.size,
+            "track_total_hits": true,
+        });
+        let response = self
+            .client
+            .search(SearchParts::Index(&[&self.index]))
+            .body(body)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let answer = success(response, "search").await?;
+        let hits = answer["hits"]["hits"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let items = hits
+            .iter()
+            .map(|hit| decode(&hit["_source"]))
+            .collect::<Result<_, _>>()?;
+        let matches = answer["hits"]["total"]["value"].as_u64().unwrap_or(0);
+        Ok(SearchResult {
+            items,
+            total: total(query, matches),
+        })
+    }
+
+    async fn terms(
+        &self,
+        field: &Field,
+        query: &Query,
+        size: usize,
+    ) -> Result<Vec<Bucket>, StorageError> {
+        if !aggregatable(field) {
+            return Err(StorageError::Invalid(format!(
+                "cannot count by {}: use cluster, apiVersion, kind or namespace",
+                field.column()
+            )));
+        }
+        self.ready().await?;
+        let body = json!({
+            "size": 0,
+            "query": translate::filter(&query.filter),
+            "aggs": {"terms": {"terms": {
+                "field": translate::sort_field(field),
+                "size": size,
+                "order": [{"_count": "desc"}, {"_key": "asc"}]
+            }}}
+        });
+        let response = self
+            .client
+            .search(SearchParts::Index(&[&self.index]))
+            .body(body)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let answer = success(response, "terms").await?;
+        let buckets = answer["aggregations"]["terms"]["buckets"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        Ok(buckets
+            .iter()
+            .map(|b| Bucket {
+                key: b["key"].as_str().unwrap_or_default().to_owned(),
+                count: b["doc_count"].as_u64().unwrap_or(0),
+            })
+            .collect())
+    }
+}

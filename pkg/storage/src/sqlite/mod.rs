@@ -1,0 +1,303 @@
+//! The embedded default: documents in their own SQLite file beside the metadata database
+//! (resyncing storage never touches the records of clusters and rules), JSON1 for labels
+//! and annotations, FTS5 for full text, indexes for the common filters.
+
+mod translate;
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use karpor_search::{Field, Query};
+use sqlx::sqlite::{SqliteArguments, SqlitePool};
+use sqlx::{Arguments, Row};
+use time::OffsetDateTime;
+
+use crate::document::{document_id, millis, ResourceDocument};
+use crate::window::{total, window};
+use crate::{aggregatable, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError};
+use translate::{filter, order, sort_column, Param, Sql};
+
+static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+pub struct SqliteStorage {
+    pool: SqlitePool,
+}
+
+fn from_sqlx(e: sqlx::Error) -> StorageError {
+    match e {
+        sqlx::Error::PoolTimedOut => StorageError::Timeout,
+        other => StorageError::Unavailable(other.to_string()),
+    }
+}
+
+fn arguments(params: Vec<Param>) -> Result<SqliteArguments<'static>, StorageError> {
+    let mut args = SqliteArguments::default();
+    for p in params {
+        let added = match p {
+            Param::Text(s) => args.add(s),
+            Param::Int(i) => args.add(i),
+        };
+        added.map_err(|e| StorageError::Invalid(e.to_string()))?;
+    }
+    Ok(args)
+}
+
+fn decode(doc: &str) -> Result<ResourceDocument, StorageError> {
+    serde_json::from_str(doc).map_err(|e| StorageError::Corrupt(e.to_string()))
+}
+
+impl SqliteStorage {
+    pub async fn open(path: &Path) -> Result<Self, StorageError> {
+        let pool = karpor_core::sqlite::open_pool(path, 4)
+            .await
+            .map_err(StorageError::Misconfigured)?;
+        MIGRATIONS.run(&pool).await.map_err(|e| {
+            StorageError::Misconfigured(format!("migrating {}: {e}", path.display()))
+        })?;
+        Ok(SqliteStorage { pool })
+    }
+
+    /// Deletes the matching rows and their full text; returns how many.
+    async fn delete_where(&self, condition: &str, params: Vec<Param>) -> Result<u64, StorageError> {
+        let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
+        sqlx::query_with(
+            &format!("DELETE FROM resources_fts WHERE rowid IN (SELECT rowid FROM resources r WHERE {condition})"),
+            arguments(params.clone())?,
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(from_sqlx)?;
+        let deleted = sqlx::query_with(
+            &format!("DELETE FROM resources AS r WHERE {condition}"),
+            arguments(params)?,
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(from_sqlx)?;
+        tx.commit().await.map_err(from_sqlx)?;
+        Ok(deleted.rows_affected())
+    }
+}
+
+#[async_trait]
+impl ResourceStorage for SqliteStorage {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn ping(&self) -> Result<(), StorageError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(drop)
+            .map_err(from_sqlx)
+    }
+
+    async fn upsert(&self, documents: &[ResourceDocument]) -> Result<(), StorageError> {
+        let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
+        for d in documents {
+            let doc = serde_json::to_string(d).map_err(|e| StorageError::Corrupt(e.to_string()))?;
+            let labels = serde_json::to_string(&d.labels).unwrap_or_default();
+            let annotations = serde_json::to_string(&d.annotations).unwrap_or_default();
+            let row = sqlx::query(
+                "INSERT INTO resources (id, cluster, api_version, kind, kind_lower, namespace, name, \
+                 uid, resource_version, creation_ts, deletion_ts, sync_at, deleted, labels, \
+                 annotations, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                 ON CONFLICT (id) DO UPDATE SET cluster = excluded.cluster, \
+                 api_version = excluded.api_version, kind = excluded.kind, \
+                 kind_lower = excluded.kind_lower, namespace = excluded.namespace, \
+                 name = excluded.name, uid = excluded.uid, \
+                 resource_version = excluded.resource_version, \
+                 creation_ts = excluded.creation_ts, deletion_ts = excluded.deletion_ts, \
+                 sync_at = excluded.sync_at, deleted = excluded.deleted, \
+                 labels = excluded.labels, annotations = excluded.annotations, doc = excluded.doc \
+                 RETURNING rowid",
+            )
+            .bind(d.id())
+            .bind(&d.cluster)
+            .bind(&d.api_version)
+            .bind(&d.kind)
+            .bind(d.kind.to_lowercase())
+            .bind(&d.namespace)
+            .bind(&d.name)
+            .bind(&d.uid)
+            .bind(&d.resource_version)
+            .bind(d.creation_timestamp.map(millis))
+            .bind(d.deletion_timestamp.map(millis))
+            .bind(millis(d.sync_at))
+            .bind(d.deleted)
+            .bind(labels)
+            .bind(annotations)
+            .bind(doc)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
+            let rowid: i64 = row.try_get(0).map_err(from_sqlx)?;
+            sqlx::query("DELETE FROM resources_fts WHERE rowid = ?")
+                .bind(rowid)
+                .execute(&mut *tx)
+                .await
+                .map_err(from_sqlx)?;
+            sqlx::query("INSERT INTO resources_fts (rowid, content) VALUES (?, ?)")
+                .bind(rowid)
+                .bind(d.content())
+                .execute(&mut *tx)
+                .await
+                .map_err(from_sqlx)?;
+        }
+        tx.commit().await.map_err(from_sqlx)
+    }
+
+    async fn delete(&self, cluster: &str, uid: &str) -> Result<bool, StorageError> {
+        let id = Param::Text(document_id(cluster, uid));
+        Ok(self.delete_where("r.id = ?", vec![id]).await? > 0)
+    }
+
+    async fn soft_delete(
+        &self,
+        cluster: &str,
+        uid: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StorageError> {
+        let Some(mut document) = self.get(cluster, uid).await? else {
+            return Ok(false);
+        };
+        document.deleted = true;
+        document.deletion_timestamp.get_or_insert(at);
+        document.sync_at = at;
+        self.upsert(&[document]).await?;
+        Ok(true)
+    }
+
+    async fn get(
+        &self,
+        cluster: &str,
+        uid: &str,
+    ) -> Result<Option<ResourceDocument>, StorageError> {
+        let row = sqlx::query("SELECT doc FROM resources WHERE id = ?")
+            .bind(document_id(cluster, uid))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(from_sqlx)?;
+        row.map(|r| decode(&r.try_get::<String, _>(0).map_err(from_sqlx)?))
+            .transpose()
+    }
+
+    async fn count(&self, cluster: Option<&str>) -> Result<u64, StorageError> {
+        let row = sqlx::query(
+            "SELECT count(*) FROM resources WHERE deleted = 0 AND (? IS NULL OR cluster = ?)",
+        )
+        .bind(cluster)
+        .bind(cluster)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(from_sqlx)?;
+        Ok(row.try_get::<i64, _>(0).map_err(from_sqlx)? as u64)
+    }
+
+    async fn delete_cluster(&self, cluster: &str) -> Result<u64, StorageError> {
+        self.delete_where("r.cluster = ?", vec![Param::Text(cluster.to_owned())])
+            .await
+    }
+
+    async fn purge_unseen(
+        &self,
+        cluster: &str,
+        api_version: &str,
+        kind: &str,
+        synced_before: OffsetDateTime,
+    ) -> Result<u64, StorageError> {
+        self.delete_where(
+            "r.cluster = ? AND r.api_version = ? AND r.kind = ? AND r.sync_at < ?",
+            vec![
+                Param::Text(cluster.to_owned()),
+                Param::Text(api_version.to_owned()),
+                Param::Text(kind.to_owned()),
+                Param::Int(millis(synced_before)),
+            ],
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl SearchStorage for SqliteStorage {
+    async fn search(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+    ) -> Result<SearchResult, StorageError> {
+        let mut where_ = Sql::default();
+        filter(&query.filter, &mut where_);
+        let count = sqlx::query_with(
+            &format!("SELECT count(*) FROM resources r WHERE {}", where_.text),
+            arguments(where_.params.clone())?,
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(from_sqlx)?
+        .try_get::<i64, _>(0)
+        .map_err(from_sqlx)? as u64;
+        let rows = window(query, from, size);
+        let mut params = where_.params;
+        params.push(Param::Int(i64::try_from(rows.size).unwrap_or(i64::MAX)));
+        params.push(Param::Int(i64::try_from(rows.from).unwrap_or(i64::MAX)));
+        let items = sqlx::query_with(
+            &format!(
+                "SELECT r.doc FROM resources r WHERE {} ORDER BY {} LIMIT ? OFFSET ?",
+                where_.text,
+                order(&query.order_by)
+            ),
+            arguments(params)?,
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(from_sqlx)?
+        .iter()
+        .map(|row| decode(&row.try_get::<String, _>(0).map_err(from_sqlx)?))
+        .collect::<Result<_, _>>()?;
+        Ok(SearchResult {
+            items,
+            total: total(query, count),
+        })
+    }
+
+    async fn terms(
+        &self,
+        field: &Field,
+        query: &Query,
+        size: usize,
+    ) -> Result<Vec<Bucket>, StorageError> {
+        if !aggregatable(field) {
+            return Err(StorageError::Invalid(format!(
+                "cannot count by {}: use cluster, apiVersion, kind or namespace",
+                field.column()
+            )));
+        }
+        let column = sort_column(field);
+        let mut sql = Sql::default();
+        filter(&query.filter, &mut sql);
+        let mut params = sql.params;
+        params.push(Param::Int(i64::try_from(size).unwrap_or(i64::MAX)));
+        let rows = sqlx::query_with(
+            &format!(
+                "SELECT {column} AS k, count(*) AS c FROM resources r WHERE {} \
+                 GROUP BY {column} ORDER BY c DESC, k ASC LIMIT ?",
+                sql.text
+            ),
+            arguments(params)?,
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(from_sqlx)?;
+        rows.iter()
+            .map(|row| {
+                Ok(Bucket {
+                    key: row.try_get("k").map_err(from_sqlx)?,
+                    count: row.try_get::<i64, _>("c").map_err(from_sqlx)? as u64,
+                })
+            })
+            .collect()
+    }
+}

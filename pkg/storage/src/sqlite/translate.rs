@@ -1,0 +1,263 @@
+//! A query tree as a parameterised SQLite statement: every value is a bound parameter,
+//! never spliced into the text.
+
+use karpor_search::{Expr, Field, Op, Order, Value};
+
+use crate::document::millis;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Param {
+    Text(String),
+    Int(i64),
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Sql {
+    pub text: String,
+    pub params: Vec<Param>,
+}
+
+impl Sql {
+    fn bind(&mut self, param: Param) -> &'static str {
+        self.params.push(param);
+        "?"
+    }
+}
+
+/// Where a predicate's value lives: a column, or one key of a JSON map column.
+enum Target {
+    Column(&'static str, bool),
+    Map(&'static str, String),
+}
+
+fn target(field: &Field) -> Target {
+    match field {
+        Field::Cluster => Target::Column("r.cluster", false),
+        Field::ApiVersion => Target::Column("r.api_version", false),
+        Field::Kind => Target::Column("r.kind_lower", false),
+        Field::Namespace => Target::Column("r.namespace", false),
+        Field::Name => Target::Column("r.name", false),
+        Field::Uid => Target::Column("r.uid", false),
+        Field::ResourceVersion => Target::Column("r.resource_version", false),
+        Field::CreationTimestamp => Target::Column("r.creation_ts", true),
+        Field::DeletionTimestamp => Target::Column("r.deletion_ts", true),
+        Field::SyncAt => Target::Column("r.sync_at", false),
+        Field::Deleted => Target::Column("r.deleted", false),
+        Field::Label(key) => Target::Map("r.labels", key.clone()),
+        Field::Annotation(key) => Target::Map("r.annotations", key.clone()),
+    }
+}
+
+/// The column to sort or count by.
+pub(crate) fn sort_column(field: &Field) -> &'static str {
+    match field {
+        Field::Kind => "r.kind",
+        other => match target(other) {
+            Target::Column(column, _) => column,
+            Target::Map(..) => unreachable!("maps are not sort keys"),
+        },
+    }
+}
+
+fn param(field: &Field, value: &Value) -> Param {
+    match value {
+        Value::Text(s) if *field == Field::Kind => Param::Text(s.to_lowercase()),
+        Value::Text(s) => Param::Text(s.clone()),
+        Value::Time(t) => Param::Int(millis(*t)),
+        Value::Bool(b) => Param::Int(i64::from(*b)),
+    }
+}
+
+/// Writes `predicate` (given the value expression) on `field`. Absent values (a missing
+/// label, a null time) never match, and the predicate is never NULL, so NOT is plain
+/// two-valued logic, as in the Elasticsearch translation.
+fn on(field: &Field, sql: &mut Sql, predicate: impl FnOnce(&str, &mut Sql) -> String) {
+    match target(field) {
+        Target::Column(column, nullable) => {
+            let body = predicate(column, sql);
+            if nullable {
+                sql.text.push_str(&format!("COALESCE(({body}), 0)"));
+            } else {
+                sql.text.push_str(&format!("({body})"));
+            }
+        }
+        Target::Map(column, key) => {
+            let key = sql.bind(Param::Text(key));
+            let body = predicate("j.value", sql);
+            sql.text.push_str(&format!(
+                "EXISTS (SELECT 1 FROM json_each({column}) j WHERE j.key = {key} AND ({body}))"
+            ));
+        }
+    }
+}
+
+pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
+    match expr {
+        Expr::All => sql.text.push('1'),
+        Expr::And(all) | Expr::Or(all) => {
+            let joiner = if matches!(expr, Expr::And(_)) {
+                " AND "
+            } else {
+                " OR "
+            };
+            sql.text.push('(');
+            for (i, e) in all.iter().enumerate() {
+                if i > 0 {
+                    sql.text.push_str(joiner);
+                }
+                filter(e, sql);
+            }
+            sql.text.push(')');
+        }
+        Expr::Not(inner) => {
+            sql.text.push_str("NOT ");
+            filter(inner, sql);
+        }
+        Expr::Compare { field, op, value } => on(field, sql, |v, sql| {
+            let op = match op {
+                Op::Eq => "=",
+                Op::NotEq => "!=",
+                Op::Lt => "<",
+                Op::LtEq => "<=",
+                Op::Gt => ">",
+                Op::GtEq => ">=",
+            };
+            let p = sql.bind(param(field, value));
+            format!("{v} {op} {p}")
+        }),
+        Expr::In {
+            field,
+            values,
+            negated,
+        } => on(field, sql, |v, sql| {
+            let list: Vec<&str> = values.iter().map(|x| sql.bind(param(field, x))).collect();
+            let not = if *negated { "NOT " } else { "" };
+            format!("{v} {not}IN ({})", list.join(", "))
+        }),
+        Expr::Between {
+            field,
+            low,
+            high,
+            negated,
+        } => on(field, sql, |v, sql| {
+            let (lo, hi) = (sql.bind(param(field, low)), sql.bind(param(field, high)));
+            let not = if *negated { "NOT " } else { "" };
+            format!("{v} {not}BETWEEN {lo} AND {hi}")
+        }),
+        Expr::Like {
+            field,
+            pattern,
+            negated,
+        } => on(field, sql, |v, sql| {
+            let pattern = if *field == Field::Kind {
+                pattern.to_lowercase()
+            } else {
+                pattern.clone()
+            };
+            let p = sql.bind(Param::Text(like_to_glob(&pattern)));
+            let not = if *negated { "NOT " } else { "" };
+            format!("{v} {not}GLOB {p}")
+        }),
+        Expr::Contains(words) => {
+            let p = sql.bind(Param::Text(fts_all(words)));
+            sql.text.push_str(&format!(
+                "r.rowid IN (SELECT rowid FROM resources_fts WHERE resources_fts MATCH {p})"
+            ));
+        }
+        Expr::Keyword(term) => {
+            let glob = format!("*{}*", glob_escape(term));
+            let mut parts = vec![
+                format!("r.name GLOB {}", sql.bind(Param::Text(glob.clone()))),
+                format!("r.namespace GLOB {}", sql.bind(Param::Text(glob.clone()))),
+                format!(
+                    "EXISTS (SELECT 1 FROM json_each(r.labels) j WHERE j.key || '=' || j.value GLOB {})",
+                    sql.bind(Param::Text(glob))
+                ),
+            ];
+            let words = karpor_search::words(term);
+            if !words.is_empty() {
+                let p = sql.bind(Param::Text(fts_all(&words)));
+                parts.push(format!(
+                    "r.rowid IN (SELECT rowid FROM resources_fts WHERE resources_fts MATCH {p})"
+                ));
+            }
+            sql.text.push_str(&format!("({})", parts.join(" OR ")));
+        }
+    }
+}
+
+/// `ORDER BY`: the query's keys (absent values last, as Elasticsearch puts them), then id.
+pub(crate) fn order(order_by: &[Order]) -> String {
+    let mut keys: Vec<String> = order_by
+        .iter()
+        .map(|o| {
+            let column = sort_column(&o.field);
+            let dir = if o.descending { "DESC" } else { "ASC" };
+            format!("{column} IS NULL, {column} {dir}")
+        })
+        .collect();
+    keys.push("r.id ASC".to_owned());
+    keys.join(", ")
+}
+
+/// Every word, as FTS5 strings (implicitly ANDed). Words are letters and digits only.
+fn fts_all(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// SQL LIKE to GLOB (which is case-sensitive, as Elasticsearch's wildcard is).
+fn like_to_glob(pattern: &str) -> String {
+    pattern
+        .chars()
+        .map(|c| match c {
+            '%' => "*".to_owned(),
+            '_' => "?".to_owned(),
+            c => glob_escape(&c.to_string()),
+        })
+        .collect()
+}
+
+fn glob_escape(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '*' | '?' | '[' => format!("[{c}]"),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_bound_never_spliced() {
+        let query = karpor_search::parse(
+            "select * from resources where name = ''' OR 1=1 --' and labels.`a.b/c` like '%x_' and kind in ('Pod')",
+        )
+        .unwrap();
+        let mut sql = Sql::default();
+        filter(&query.filter, &mut sql);
+        assert!(!sql.text.contains("OR 1=1"), "{}", sql.text);
+        assert!(!sql.text.contains("a.b/c"), "{}", sql.text);
+        assert_eq!(
+            sql.params,
+            [
+                Param::Text("' OR 1=1 --".into()),
+                Param::Text("a.b/c".into()),
+                Param::Text("*x?".into()),
+                Param::Text("pod".into()),
+                Param::Int(0),
+            ]
+        );
+    }
+
+    #[test]
+    fn like_becomes_an_escaped_glob() {
+        assert_eq!(like_to_glob("a%b_c*d?[e"), "a*b?c[*]d[?][[]e");
+    }
+}

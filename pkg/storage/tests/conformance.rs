@@ -1,0 +1,418 @@
+//! One conformance suite: the same ~300 synthetic documents and the same queries against
+//! the embedded backend, the Elasticsearch-API server and the OpenSearch-API server must
+//! give the same documents in the same order with the same totals.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use karpor_search::{keyword, parse, Field, Query};
+use karpor_storage::{
+    connect, Bucket, ElasticConfig, RefreshPolicy, ResourceDocument, Storage, StorageConfig,
+};
+use karpor_testkit::{service, unique};
+use serde_json::json;
+use time::macros::datetime;
+use time::{Duration, OffsetDateTime};
+
+const CLUSTERS: [&str; 3] = ["alpha", "beta", "gamma"];
+const KINDS: [(&str, &str); 5] = [
+    ("v1", "Pod"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("apps/v1", "Deployment"),
+    ("v1", "Secret"),
+];
+const NAMESPACES: [&str; 4] = ["default", "kube-system", "web", "data"];
+const APPS: [&str; 3] = ["web", "db", "cache"];
+const IMAGES: [&str; 4] = ["nginx:1.25", "redis:7", "postgres:16", "busybox"];
+
+/// The synthetic documents: every field varies, names repeat across clusters (so the id
+/// tie-break matters), some are deleted, some have no labels or no creation time.
+fn documents() -> Vec<ResourceDocument> {
+    let base = datetime!(2026-01-01 00:00:00 UTC);
+    (0..300)
+        .map(|i| {
+            let (api_version, kind) = KINDS[i % KINDS.len()];
+            let app = APPS[i % APPS.len()];
+            let mut labels = BTreeMap::new();
+            if i % 7 != 0 {
+                labels.insert("app".to_owned(), app.to_owned());
+                labels.insert(
+                    "tier".to_owned(),
+                    if i % 2 == 0 { "fe" } else { "be" }.to_owned(),
+                );
+                labels.insert("version".to_owned(), format!("{}", i % 4));
+            }
+            if i % 5 == 0 {
+                labels.insert("app.kubernetes.io/name".to_owned(), "frontend".to_owned());
+            }
+            let mut annotations = BTreeMap::new();
+            if i % 3 == 0 {
+                annotations.insert(
+                    "example.com/owner".to_owned(),
+                    if i % 2 == 0 { "team-a" } else { "team-b" }.to_owned(),
+                );
+            }
+            let deleted = i % 11 == 0;
+            ResourceDocument {
+                cluster: CLUSTERS[i % CLUSTERS.len()].to_owned(),
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+                namespace: NAMESPACES[(i / 3) % NAMESPACES.len()].to_owned(),
+                name: format!("{app}-{}", i % 40),
+                uid: format!("uid-{i:04}"),
+                labels,
+                annotations,
+                owner_references: Vec::new(),
+                creation_timestamp: (i % 13 != 0).then(|| base + Duration::seconds(i as i64)),
+                deletion_timestamp: (i % 6 == 0)
+                    .then(|| base + Duration::days(30 + (i % 60) as i64)),
+                resource_version: format!("{}", 100 + i * 7),
+                sync_at: base + Duration::milliseconds(1_000_000 + i as i64 * 37),
+                deleted,
+                object: json!({
+                    "spec": {"containers": [{
+                        "name": app,
+                        "image": IMAGES[i % IMAGES.len()],
+                        "args": ["--port", format!("{}", 8000 + i % 5)]
+                    }]},
+                    "status": {"phase": if i % 4 == 0 { "Running" } else { "Pending" }}
+                }),
+            }
+        })
+        .collect()
+}
+
+const QUERIES: &[&str] = &[
+    "select * from resources",
+    "select * from resources where kind = 'Pod'",
+    "select * from resources where kind = 'pod'",
+    "select * from resources where kind != 'Pod'",
+    "select * from resources where namespace = 'default'",
+    "select * from resources where namespace in ('web', 'data')",
+    "select * from resources where namespace not in ('web', 'data')",
+    "select * from resources where cluster = 'beta' and kind = 'Service'",
+    "select * from resources where cluster = 'alpha' or namespace = 'kube-system'",
+    "select * from resources where not (cluster = 'alpha')",
+    "select * from resources where name like 'web-%'",
+    "select * from resources where name not like '%-1%'",
+    "select * from resources where name like 'db-_'",
+    "select * from resources where kind like 'config%'",
+    "select * from resources where labels.app = 'web'",
+    "select * from resources where labels.app != 'web'",
+    "select * from resources where labels.`app.kubernetes.io/name` = 'frontend'",
+    "select * from resources where labels.tier in ('fe', 'be')",
+    "select * from resources where labels.tier not in ('fe')",
+    "select * from resources where labels.app like 'c%'",
+    "select * from resources where not labels.app = 'web'",
+    "select * from resources where annotations.`example.com/owner` = 'team-a'",
+    "select * from resources where creationTimestamp >= '2026-01-01T00:02:00Z'",
+    "select * from resources where creationTimestamp between '2026-01-01T00:01:00Z' and '2026-01-01T00:03:00Z'",
+    "select * from resources where deletionTimestamp < '2026-03-01T00:00:00Z'",
+    "select * from resources where not deletionTimestamp < '2026-03-01T00:00:00Z'",
+    "select * from resources where deleted = true",
+    "select * from resources where deleted = false or kind = 'Secret'",
+    "select * from resources where contains(content, 'nginx')",
+    "select * from resources where contains(content, 'nginx 1')",
+    "select * from resources where contains(content, 'REDIS') and namespace = 'data'",
+    "select * from resources where contains(content, 'running') or labels.tier = 'fe'",
+    "select * from resources order by name",
+    "select * from resources order by name desc",
+    "select * from resources order by creationTimestamp desc, name",
+    "select * from resources order by deletionTimestamp",
+    "select * from resources order by kind, namespace desc limit 10",
+    "select * from resources limit 5 offset 7",
+    "select * from resources where resourceVersion > '500'",
+    "select * from resources where uid between 'uid-0100' and 'uid-0150'",
+    "select * from resources where name >= 'web' and name < 'web-5'",
+    "select * from resources where labels.version > '2'",
+    "select * from resources where labels.version <= '1'",
+    "select * from resources where apiVersion = 'apps/v1'",
+    "select * from resources where syncAt > '2026-01-01T00:16:45.500Z'",
+    "select * from resources where (kind = 'Pod' or kind = 'Service') and not labels.app = 'db' order by name desc limit 20",
+    "select * from resources where name not between 'cache-10' and 'db-5' order by syncAt desc",
+];
+
+const KEYWORDS: &[&str] = &["web", "nginx", "tier=fe", "kube", "postgres 16", "*"];
+
+struct Backend {
+    name: &'static str,
+    storage: Arc<dyn Storage>,
+    _dir: tempfile::TempDir,
+}
+
+async fn backends() -> Vec<Backend> {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = connect(&StorageConfig::Sqlite {
+        path: dir.path().join("resources.db"),
+    })
+    .await
+    .unwrap();
+    let mut all = vec![Backend {
+        name: "sqlite",
+        storage: sqlite,
+        _dir: dir,
+    }];
+    for (name, var) in [
+        ("elasticsearch", "KARPOR_TEST_ES_URL"),
+        ("opensearch", "KARPOR_TEST_OPENSEARCH_URL"),
+    ] {
+        let Some(url) = service(var) else {
+            continue;
+        };
+        let storage = connect(&StorageConfig::Elasticsearch(ElasticConfig {
+            url,
+            username: None,
+            password: None,
+            index: unique("conformance"),
+            refresh: RefreshPolicy::True,
+        }))
+        .await
+        .unwrap();
+        all.push(Backend {
+            name,
+            storage,
+            _dir: tempfile::tempdir().unwrap(),
+        });
+    }
+    all
+}
+
+async fn loaded() -> Vec<Backend> {
+    let backends = backends().await;
+    let docs = documents();
+    for b in &backends {
+        for chunk in docs.chunks(64) {
+            b.storage.upsert(chunk).await.unwrap();
+        }
+    }
+    backends
+}
+
+/// (total, ids in order) of every page.
+async fn answer(storage: &dyn Storage, query: &Query) -> (u64, Vec<String>) {
+    let result = storage.search(query, 0, 1000).await.unwrap();
+    (result.total, result.items.iter().map(|d| d.id()).collect())
+}
+
+#[tokio::test]
+async fn every_backend_answers_every_query_the_same() {
+    let backends = loaded().await;
+    let mut queries: Vec<(String, Query)> = QUERIES
+        .iter()
+        .map(|q| (q.to_string(), parse(q).unwrap()))
+        .collect();
+    queries.extend(
+        KEYWORDS
+            .iter()
+            .map(|k| (format!("keyword {k}"), keyword(k).unwrap())),
+    );
+    assert!(queries.len() >= 40);
+    let mut empty = 0;
+    for (text, query) in &queries {
+        let reference = answer(backends[0].storage.as_ref(), query).await;
+        assert!(reference.0 as usize >= reference.1.len(), "{text}");
+        if reference.1.is_empty() {
+            eprintln!("matched nothing: {text}");
+        }
+        empty += usize::from(reference.1.is_empty());
+        for b in &backends[1..] {
+            let got = answer(b.storage.as_ref(), query).await;
+            assert_eq!(got, reference, "{} differs from sqlite on: {text}", b.name);
+        }
+    }
+    assert!(
+        empty <= 1,
+        "{empty} queries matched nothing: the data does not exercise them"
+    );
+}
+
+#[tokio::test]
+async fn answers_match_the_documents_themselves() {
+    let backends = loaded().await;
+    let docs = documents();
+    let live = |d: &&ResourceDocument| !d.deleted;
+    let expect = [
+        ("select * from resources", docs.iter().filter(live).count()),
+        (
+            "select * from resources where kind = 'pod'",
+            docs.iter().filter(live).filter(|d| d.kind == "Pod").count(),
+        ),
+        (
+            "select * from resources where labels.app != 'web'",
+            docs.iter()
+                .filter(live)
+                .filter(|d| d.labels.get("app").is_some_and(|a| a != "web"))
+                .count(),
+        ),
+        (
+            "select * from resources where not deletionTimestamp < '2026-03-01T00:00:00Z'",
+            docs.iter()
+                .filter(live)
+                .filter(|d| {
+                    d.deletion_timestamp
+                        .is_none_or(|t| t >= datetime!(2026-03-01 00:00:00 UTC))
+                })
+                .count(),
+        ),
+        (
+            "select * from resources where contains(content, 'nginx')",
+            docs.iter()
+                .filter(live)
+                .filter(|d| d.object.to_string().contains("nginx"))
+                .count(),
+        ),
+        (
+            "select * from resources where deleted = true",
+            docs.iter().filter(|d| d.deleted).count(),
+        ),
+    ];
+    for b in &backends {
+        for (sql, count) in &expect {
+            let (total, ids) = answer(b.storage.as_ref(), &parse(sql).unwrap()).await;
+            assert_eq!(
+                (total as usize, ids.len()),
+                (*count, *count),
+                "{}: {sql}",
+                b.name
+            );
+        }
+        let ordered = answer(
+            b.storage.as_ref(),
+            &parse("select * from resources order by name desc").unwrap(),
+        )
+        .await
+        .1;
+        let mut sorted: Vec<&ResourceDocument> = docs.iter().filter(live).collect();
+        sorted.sort_by(|a, b| b.name.cmp(&a.name).then(a.id().cmp(&b.id())));
+        assert_eq!(
+            ordered,
+            sorted.iter().map(|d| d.id()).collect::<Vec<_>>(),
+            "{}",
+            b.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn pages_add_up_to_the_whole_answer() {
+    let backends = loaded().await;
+    let query =
+        parse("select * from resources where kind != 'Secret' order by name limit 95 offset 3")
+            .unwrap();
+    for b in &backends {
+        let whole = b.storage.search(&query, 0, 1000).await.unwrap();
+        assert_eq!(whole.total, 95, "{}", b.name);
+        let mut paged = Vec::new();
+        for page in 0..10 {
+            let result = b.storage.search(&query, page * 10, 10).await.unwrap();
+            assert_eq!(result.total, 95);
+            paged.extend(result.items);
+        }
+        assert_eq!(paged, whole.items, "{}", b.name);
+        assert_eq!(whole.items.len(), 95);
+    }
+}
+
+#[tokio::test]
+async fn term_aggregations_agree() {
+    let backends = loaded().await;
+    let all = parse("select * from resources").unwrap();
+    let pods = parse("select * from resources where kind = 'Pod'").unwrap();
+    for (field, query) in [
+        (Field::Kind, &all),
+        (Field::Namespace, &all),
+        (Field::Cluster, &pods),
+        (Field::ApiVersion, &all),
+    ] {
+        let reference: Vec<Bucket> = backends[0].storage.terms(&field, query, 10).await.unwrap();
+        assert!(!reference.is_empty());
+        assert!(reference.windows(2).all(|w| w[0].count >= w[1].count));
+        for b in &backends[1..] {
+            let got = b.storage.terms(&field, query, 10).await.unwrap();
+            assert_eq!(got, reference, "{} on {field:?}", b.name);
+        }
+    }
+    for b in &backends {
+        assert!(b.storage.terms(&Field::Name, &all, 10).await.is_err());
+    }
+}
+
+#[tokio::test]
+async fn documents_round_trip_and_writes_do_what_they_say() {
+    let backends = backends().await;
+    let docs = documents();
+    for b in &backends {
+        let s = b.storage.as_ref();
+        s.upsert(&docs).await.unwrap();
+        let first = &docs[1];
+        assert_eq!(
+            s.get(&first.cluster, &first.uid).await.unwrap().as_ref(),
+            Some(first)
+        );
+        let live = docs.iter().filter(|d| !d.deleted).count() as u64;
+        assert_eq!(s.count(None).await.unwrap(), live, "{}", b.name);
+        let alpha = docs
+            .iter()
+            .filter(|d| !d.deleted && d.cluster == "alpha")
+            .count() as u64;
+        assert_eq!(s.count(Some("alpha")).await.unwrap(), alpha);
+
+        let mut changed = first.clone();
+        changed.resource_version = "999999".to_owned();
+        s.upsert(std::slice::from_ref(&changed)).await.unwrap();
+        assert_eq!(
+            s.get(&first.cluster, &first.uid).await.unwrap(),
+            Some(changed)
+        );
+        assert_eq!(s.count(None).await.unwrap(), live, "an upsert replaces");
+
+        let at = datetime!(2026-06-01 00:00:00 UTC);
+        assert!(s.soft_delete(&first.cluster, &first.uid, at).await.unwrap());
+        let soft = s.get(&first.cluster, &first.uid).await.unwrap().unwrap();
+        assert!(soft.deleted && soft.sync_at == at);
+        assert_eq!(s.count(None).await.unwrap(), live - 1);
+
+        assert!(s.delete(&first.cluster, &first.uid).await.unwrap());
+        assert!(!s.delete(&first.cluster, &first.uid).await.unwrap());
+        assert_eq!(s.get(&first.cluster, &first.uid).await.unwrap(), None);
+
+        // A relist of Pods in beta that began after everything was synced saw only two.
+        let relist: OffsetDateTime = datetime!(2026-02-01 00:00:00 UTC);
+        let seen: Vec<ResourceDocument> = docs
+            .iter()
+            .filter(|d| d.cluster == "beta" && d.kind == "Pod")
+            .take(2)
+            .map(|d| ResourceDocument {
+                sync_at: relist + Duration::seconds(1),
+                ..d.clone()
+            })
+            .collect();
+        s.upsert(&seen).await.unwrap();
+        let beta_pods = docs
+            .iter()
+            .filter(|d| d.cluster == "beta" && d.kind == "Pod")
+            .count();
+        let purged = s.purge_unseen("beta", "v1", "Pod", relist).await.unwrap();
+        assert_eq!(purged as usize, beta_pods - 2, "{}", b.name);
+        let left = s
+            .search(&parse("select * from resources where cluster = 'beta' and kind = 'Pod' and (deleted = true or deleted = false)").unwrap(), 0, 100)
+            .await
+            .unwrap();
+        assert_eq!(left.total, 2);
+
+        let gamma = docs.iter().filter(|d| d.cluster == "gamma").count() as u64;
+        assert_eq!(s.delete_cluster("gamma").await.unwrap(), gamma);
+        assert_eq!(s.count(Some("gamma")).await.unwrap(), 0);
+    }
+}
+
+#[tokio::test]
+async fn a_page_past_ten_thousand_is_refused_by_elasticsearch_only_as_a_clear_error() {
+    let backends = backends().await;
+    let query = parse("select * from resources").unwrap();
+    for b in &backends[1..] {
+        let error = b.storage.search(&query, 10_000, 10).await.unwrap_err();
+        assert!(error.to_string().contains("narrow the query"), "{error}");
+    }
+}
