@@ -101,6 +101,18 @@ impl Managed {
         }
     }
 
+    /// SIGTERM, and wait for the exit: a clean shutdown, which lets the server save.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again (after `kill` or `stop`; a running one is killed first).
     pub fn restart(&mut self) {
         self.kill();
         self.launch();

@@ -12,7 +12,7 @@ use elasticsearch::cluster::ClusterHealthParts;
 use elasticsearch::http::request::JsonBody;
 use elasticsearch::http::response::Response;
 use elasticsearch::http::transport::{SingleNodeConnectionPool, TransportBuilder};
-use elasticsearch::indices::IndicesCreateParts;
+use elasticsearch::indices::{IndicesCreateParts, IndicesPutIndexTemplateParts};
 use elasticsearch::params::{Conflicts, Refresh};
 use elasticsearch::{
     BulkParts, CountParts, DeleteByQueryParts, DeleteParts, Elasticsearch, GetParts, SearchParts,
@@ -43,10 +43,17 @@ pub struct ElasticStorage {
 
 fn transport_error(e: elasticsearch::Error) -> StorageError {
     if e.is_timeout() {
-        StorageError::Timeout
-    } else {
-        StorageError::Unavailable(e.to_string())
+        return StorageError::Timeout;
     }
+    // The causes say why (refused, reset, DNS): keep them for the log.
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    StorageError::Unavailable(text)
 }
 
 /// Fails unless the answer is a success, with the body's error in the message.
@@ -172,10 +179,25 @@ impl ElasticStorage {
         }
     }
 
-    /// Creates the index with its mapping, once; an existing index is used as it is.
+    /// Installs the index template and creates the index, once; an existing index is used
+    /// as it is. The template gives the mapping to the index however it comes to be made,
+    /// so a server that lost it recreates it right on the next write.
     async fn ready(&self) -> Result<(), StorageError> {
         self.ready
             .get_or_try_init(|| async {
+                let template = mapping();
+                let response = self
+                    .client
+                    .indices()
+                    .put_index_template(IndicesPutIndexTemplateParts::Name(&format!(
+                        "{}-template",
+                        self.index
+                    )))
+                    .body(json!({"index_patterns": [self.index], "template": template}))
+                    .send()
+                    .await
+                    .map_err(transport_error)?;
+                success(response, "index template").await?;
                 let response = self
                     .client
                     .indices()
