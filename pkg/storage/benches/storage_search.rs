@@ -1,0 +1,148 @@
+//! Ingest rate and query latency at 100,000 Pod-shaped documents
+//! (`cargo bench -p karpor-storage --bench storage_search`): the embedded backend, and the
+//! Elasticsearch-API server for reference when `KARPOR_TEST_ES_URL` is set
+//! (`source target/test-services/env.sh`). One run, one client.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use karpor_search::{keyword, parse, Query};
+use karpor_storage::{
+    connect, ElasticConfig, RefreshPolicy, ResourceDocument, Storage, StorageConfig,
+};
+use serde_json::json;
+use time::macros::datetime;
+
+const DOCUMENTS: usize = 100_000;
+const BATCH: usize = 500;
+const RUNS: usize = 30;
+const PAGE: u64 = 20;
+
+fn pod(i: usize) -> ResourceDocument {
+    let app = format!("app-{}", i % 200);
+    let namespace = format!("ns-{}", i % 50);
+    let name = format!("{app}-{:08x}", i.wrapping_mul(2_654_435_761) % 0xffff_ffff);
+    let labels = BTreeMap::from([
+        ("app".to_owned(), app.clone()),
+        ("tier".to_owned(), ["fe", "be", "db"][i % 3].to_owned()),
+        ("pod-template-hash".to_owned(), format!("{:x}", i % 4096)),
+    ]);
+    let image = ["nginx:1.25", "redis:7", "postgres:16", "envoy:1.30"][i % 4];
+    let created = datetime!(2026-01-01 00:00:00 UTC) + time::Duration::seconds(i as i64 * 13);
+    ResourceDocument {
+        cluster: format!("cluster-{}", i % 3),
+        api_version: "v1".to_owned(),
+        kind: "Pod".to_owned(),
+        namespace: namespace.clone(),
+        name: name.clone(),
+        uid: format!("{i:08}-0000-4000-8000-000000000000"),
+        labels: labels.clone(),
+        annotations: BTreeMap::from([("kubernetes.io/psp".to_owned(), "restricted".to_owned())]),
+        owner_references: vec![json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "name": format!("{app}-rs"), "uid": format!("rs-{}", i % 200)})],
+        creation_timestamp: Some(created),
+        deletion_timestamp: None,
+        resource_version: (1_000_000 + i).to_string(),
+        sync_at: created,
+        deleted: false,
+        object: json!({
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {
+                "nodeName": format!("node-{}", i % 40),
+                "serviceAccountName": "default",
+                "containers": [{
+                    "name": app,
+                    "image": image,
+                    "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                    "env": [{"name": "MODE", "value": "production"}, {"name": "REGION", "value": "eu-west-1"}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                                  "limits": {"cpu": "500m", "memory": "512Mi"}},
+                    "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}}
+                }]
+            },
+            "status": {"phase": "Running", "podIP": format!("10.{}.{}.{}", i % 250, (i / 250) % 250, i % 200),
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }),
+    }
+}
+
+fn queries() -> Vec<(&'static str, Query)> {
+    let sql = |s| parse(s).unwrap();
+    vec![
+        ("kind and namespace", sql("select * from resources where kind = 'pod' and namespace = 'ns-7'")),
+        ("one label", sql("select * from resources where labels.app = 'app-42'")),
+        ("three filters", sql("select * from resources where cluster = 'cluster-1' and labels.tier = 'fe' and namespace in ('ns-1', 'ns-2', 'ns-3')")),
+        ("name prefix", sql("select * from resources where name like 'app-17-%'")),
+        ("time range, newest first", sql("select * from resources where creationTimestamp > '2026-01-10T00:00:00Z' order by creationTimestamp desc")),
+        ("full text", sql("select * from resources where contains(content, 'postgres 16')")),
+        ("full text and filter", sql("select * from resources where contains(content, 'redis') and namespace = 'ns-9'")),
+        ("not a label", sql("select * from resources where not labels.tier = 'db' and cluster = 'cluster-2'")),
+        ("deep page by name", sql("select * from resources order by name limit 20 offset 5000")),
+        ("keyword", keyword("app-123").unwrap()),
+    ]
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> f64 {
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)].as_secs_f64() * 1e3
+}
+
+async fn measure(name: &str, storage: Arc<dyn Storage>, docs: &[ResourceDocument]) {
+    let started = Instant::now();
+    for batch in docs.chunks(BATCH) {
+        storage.upsert(batch).await.unwrap();
+    }
+    let took = started.elapsed();
+    println!(
+        "\n{name}: ingest of {} documents in batches of {BATCH}: {:.1} s, {:.0} documents/s\n",
+        docs.len(),
+        took.as_secs_f64(),
+        docs.len() as f64 / took.as_secs_f64()
+    );
+    println!("| query | matches | p50 | p99 |");
+    println!("|---|---|---|---|");
+    for (label, query) in queries() {
+        let mut latencies = Vec::with_capacity(RUNS);
+        let mut matches = 0;
+        for _ in 0..RUNS {
+            let t = Instant::now();
+            let result = storage.search(&query, 0, PAGE).await.unwrap();
+            latencies.push(t.elapsed());
+            matches = result.total;
+        }
+        latencies.sort_unstable();
+        println!(
+            "| {label} | {matches} | {:.1} ms | {:.1} ms |",
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99)
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let docs: Vec<ResourceDocument> = (0..DOCUMENTS).map(pod).collect();
+    println!("{DOCUMENTS} Pod documents, {RUNS} runs a query, first page of {PAGE} with total");
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = connect(&StorageConfig::Sqlite {
+        path: dir.path().join("resources.db"),
+    })
+    .await
+    .unwrap();
+    measure("sqlite (embedded)", sqlite, &docs).await;
+    match std::env::var("KARPOR_TEST_ES_URL") {
+        Ok(url) => {
+            let es = connect(&StorageConfig::Elasticsearch(ElasticConfig {
+                url,
+                username: None,
+                password: None,
+                index: format!("bench-{}", std::process::id()),
+                refresh: RefreshPolicy::WaitFor,
+            }))
+            .await
+            .unwrap();
+            measure("Elasticsearch-API server (noida-db)", es, &docs).await;
+        }
+        Err(_) => println!("\nElasticsearch-API server: skipped (KARPOR_TEST_ES_URL not set)"),
+    }
+}
