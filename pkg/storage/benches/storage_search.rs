@@ -25,7 +25,10 @@ fn pod(i: usize) -> ResourceDocument {
     let name = format!("{app}-{:08x}", i.wrapping_mul(2_654_435_761) % 0xffff_ffff);
     let labels = BTreeMap::from([
         ("app".to_owned(), app.clone()),
-        ("tier".to_owned(), ["fe", "be", "db"][i % 3].to_owned()),
+        (
+            "tier".to_owned(),
+            ["fe", "be", "db"][(i / 3) % 3].to_owned(),
+        ),
         ("pod-template-hash".to_owned(), format!("{:x}", i % 4096)),
     ]);
     let image = ["nginx:1.25", "redis:7", "postgres:16", "envoy:1.30"][i % 4];

@@ -57,16 +57,25 @@ impl SqliteStorage {
         Ok(SqliteStorage { pool })
     }
 
-    /// Deletes the matching rows and their full text; returns how many.
+    /// Deletes the matching rows, their pairs and their full text; returns how many.
     async fn delete_where(&self, condition: &str, params: Vec<Param>) -> Result<u64, StorageError> {
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
-        sqlx::query_with(
-            &format!("DELETE FROM resources_fts WHERE rowid IN (SELECT rowid FROM resources r WHERE {condition})"),
-            arguments(params.clone())?,
-        )
-        .execute(&mut *tx)
-        .await
-        .map_err(from_sqlx)?;
+        for (table, column) in [
+            ("resources_fts", "rowid"),
+            ("resource_labels", "doc"),
+            ("resource_annotations", "doc"),
+        ] {
+            sqlx::query_with(
+                &format!(
+                    "DELETE FROM {table} WHERE {column} IN \
+                     (SELECT rowid FROM resources r WHERE {condition})"
+                ),
+                arguments(params.clone())?,
+            )
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
+        }
         let deleted = sqlx::query_with(
             &format!("DELETE FROM resources AS r WHERE {condition}"),
             arguments(params)?,
@@ -133,6 +142,27 @@ impl ResourceStorage for SqliteStorage {
             .await
             .map_err(from_sqlx)?;
             let rowid: i64 = row.try_get(0).map_err(from_sqlx)?;
+            for (table, pairs) in [
+                ("resource_labels", &d.labels),
+                ("resource_annotations", &d.annotations),
+            ] {
+                sqlx::query(&format!("DELETE FROM {table} WHERE doc = ?"))
+                    .bind(rowid)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(from_sqlx)?;
+                for (key, value) in pairs {
+                    sqlx::query(&format!(
+                        "INSERT INTO {table} (doc, key, value) VALUES (?, ?, ?)"
+                    ))
+                    .bind(rowid)
+                    .bind(key)
+                    .bind(value)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(from_sqlx)?;
+                }
+            }
             sqlx::query("DELETE FROM resources_fts WHERE rowid = ?")
                 .bind(rowid)
                 .execute(&mut *tx)

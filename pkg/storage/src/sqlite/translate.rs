@@ -24,7 +24,8 @@ impl Sql {
     }
 }
 
-/// Where a predicate's value lives: a column, or one key of a JSON map column.
+/// Where a predicate's value lives: a column (nullable or not), or one key of a pairs
+/// table (`resource_labels`, `resource_annotations`).
 enum Target {
     Column(&'static str, bool),
     Map(&'static str, String),
@@ -43,8 +44,8 @@ fn target(field: &Field) -> Target {
         Field::DeletionTimestamp => Target::Column("r.deletion_ts", true),
         Field::SyncAt => Target::Column("r.sync_at", false),
         Field::Deleted => Target::Column("r.deleted", false),
-        Field::Label(key) => Target::Map("r.labels", key.clone()),
-        Field::Annotation(key) => Target::Map("r.annotations", key.clone()),
+        Field::Label(key) => Target::Map("resource_labels", key.clone()),
+        Field::Annotation(key) => Target::Map("resource_annotations", key.clone()),
     }
 }
 
@@ -81,11 +82,11 @@ fn on(field: &Field, sql: &mut Sql, predicate: impl FnOnce(&str, &mut Sql) -> St
                 sql.text.push_str(&format!("({body})"));
             }
         }
-        Target::Map(column, key) => {
+        Target::Map(table, key) => {
             let key = sql.bind(Param::Text(key));
-            let body = predicate("j.value", sql);
+            let body = predicate("p.value", sql);
             sql.text.push_str(&format!(
-                "EXISTS (SELECT 1 FROM json_each({column}) j WHERE j.key = {key} AND ({body}))"
+                "r.rowid IN (SELECT p.doc FROM {table} p WHERE p.key = {key} AND ({body}))"
             ));
         }
     }
@@ -170,7 +171,7 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
                 format!("r.name GLOB {}", sql.bind(Param::Text(glob.clone()))),
                 format!("r.namespace GLOB {}", sql.bind(Param::Text(glob.clone()))),
                 format!(
-                    "EXISTS (SELECT 1 FROM json_each(r.labels) j WHERE j.key || '=' || j.value GLOB {})",
+                    "r.rowid IN (SELECT p.doc FROM resource_labels p WHERE p.key || '=' || p.value GLOB {})",
                     sql.bind(Param::Text(glob))
                 ),
             ];
@@ -193,7 +194,9 @@ pub(crate) fn order(order_by: &[Order]) -> String {
         .map(|o| {
             let column = sort_column(&o.field);
             let dir = if o.descending { "DESC" } else { "ASC" };
-            format!("{column} IS NULL, {column} {dir}")
+            let nullable = matches!(target(&o.field), Target::Column(_, true));
+            let nulls = if nullable { " NULLS LAST" } else { "" };
+            format!("{column} {dir}{nulls}")
         })
         .collect();
     keys.push("r.id ASC".to_owned());
