@@ -7,7 +7,8 @@ use time::OffsetDateTime;
 pub struct Query {
     /// Always holds the implied `deleted = false` unless the query names `deleted`.
     pub filter: Expr,
-    /// Then by document id, so every backend returns the same order.
+    /// Then by document id (in the direction of the last key), so every backend returns
+    /// the same order.
     pub order_by: Vec<Order>,
     pub limit: Option<u64>,
     pub offset: Option<u64>,

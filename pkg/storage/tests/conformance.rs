@@ -284,7 +284,8 @@ async fn answers_match_the_documents_themselves() {
         .await
         .1;
         let mut sorted: Vec<&ResourceDocument> = docs.iter().filter(live).collect();
-        sorted.sort_by(|a, b| b.name.cmp(&a.name).then(a.id().cmp(&b.id())));
+        // Ties by id, in the direction of the last key.
+        sorted.sort_by(|a, b| b.name.cmp(&a.name).then(b.id().cmp(&a.id())));
         assert_eq!(
             ordered,
             sorted.iter().map(|d| d.id()).collect::<Vec<_>>(),

@@ -218,7 +218,13 @@ pub(crate) fn sort(order_by: &[Order]) -> Json {
             json!({sort_field(&o.field): {"order": order, "missing": "_last"}})
         })
         .collect();
-    keys.push(json!({"id": {"order": "asc"}}));
+    // Ties by id in the direction of the last key, as the SQLite backend does.
+    let tie = if order_by.last().is_some_and(|o| o.descending) {
+        "desc"
+    } else {
+        "asc"
+    };
+    keys.push(json!({"id": {"order": tie}}));
     Json::Array(keys)
 }
 

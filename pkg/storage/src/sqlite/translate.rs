@@ -199,7 +199,14 @@ pub(crate) fn order(order_by: &[Order]) -> String {
             format!("{column} {dir}{nulls}")
         })
         .collect();
-    keys.push("r.id ASC".to_owned());
+    // Ties by id in the direction of the last key, so `ORDER BY x DESC` can walk the
+    // (x, id) index backwards instead of sorting.
+    let tie = if order_by.last().is_some_and(|o| o.descending) {
+        "DESC"
+    } else {
+        "ASC"
+    };
+    keys.push(format!("r.id {tie}"));
     keys.join(", ")
 }
 
