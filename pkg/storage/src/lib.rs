@@ -38,13 +38,23 @@ pub trait ResourceStorage: Send + Sync + 'static {
     /// Removes a document; `false` when there was none.
     async fn delete(&self, cluster: &str, uid: &str) -> Result<bool, StorageError>;
 
-    /// Marks a document deleted (kept for a rule's keep-after-delete).
+    /// Marks a document deleted (kept for a rule's keep-after-delete); `false` when there
+    /// was none. The same for every backend: read, mark, write back.
     async fn soft_delete(
         &self,
         cluster: &str,
         uid: &str,
         at: OffsetDateTime,
-    ) -> Result<bool, StorageError>;
+    ) -> Result<bool, StorageError> {
+        let Some(mut document) = self.get(cluster, uid).await? else {
+            return Ok(false);
+        };
+        document.deleted = true;
+        document.deletion_timestamp.get_or_insert(at);
+        document.sync_at = at;
+        self.upsert(&[document]).await?;
+        Ok(true)
+    }
 
     async fn get(&self, cluster: &str, uid: &str)
         -> Result<Option<ResourceDocument>, StorageError>;

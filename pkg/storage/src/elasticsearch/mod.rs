@@ -364,22 +364,6 @@ impl ResourceStorage for ElasticStorage {
         success(response, "delete").await.map(|_| true)
     }
 
-    async fn soft_delete(
-        &self,
-        cluster: &str,
-        uid: &str,
-        at: OffsetDateTime,
-    ) -> Result<bool, StorageError> {
-        let Some(mut document) = self.get(cluster, uid).await? else {
-            return Ok(false);
-        };
-        document.deleted = true;
-        document.deletion_timestamp.get_or_insert(at);
-        document.sync_at = at;
-        self.upsert(&[document]).await?;
-        Ok(true)
-    }
-
     async fn get(
         &self,
         cluster: &str,

@@ -183,22 +183,6 @@ impl ResourceStorage for SqliteStorage {
         Ok(self.delete_where("r.id = ?", vec![id]).await? > 0)
     }
 
-    async fn soft_delete(
-        &self,
-        cluster: &str,
-        uid: &str,
-        at: OffsetDateTime,
-    ) -> Result<bool, StorageError> {
-        let Some(mut document) = self.get(cluster, uid).await? else {
-            return Ok(false);
-        };
-        document.deleted = true;
-        document.deletion_timestamp.get_or_insert(at);
-        document.sync_at = at;
-        self.upsert(&[document]).await?;
-        Ok(true)
-    }
-
     async fn get(
         &self,
         cluster: &str,
