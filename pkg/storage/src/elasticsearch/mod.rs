@@ -274,6 +274,18 @@ impl ElasticStorage {
         Ok(again)
     }
 
+    /// One `_search` on the index; the answer's body.
+    async fn search_request(&self, body: Json, what: &str) -> Result<Json, StorageError> {
+        let response = self
+            .client
+            .search(SearchParts::Index(&[&self.index]))
+            .body(body)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        success(response, what).await
+    }
+
     async fn delete_by_query(&self, query: Json) -> Result<u64, StorageError> {
         self.ready().await?;
         let response = self
@@ -447,14 +459,7 @@ impl SearchStorage for ElasticStorage {
             "size": rows.size,
             "track_total_hits": true,
         });
-        let response = self
-            .client
-            .search(SearchParts::Index(&[&self.index]))
-            .body(body)
-            .send()
-            .await
-            .map_err(transport_error)?;
-        let answer = success(response, "search").await?;
+        let answer = self.search_request(body, "search").await?;
         let hits = answer["hits"]["hits"]
             .as_array()
             .cloned()
@@ -492,14 +497,7 @@ impl SearchStorage for ElasticStorage {
                 "order": [{"_count": "desc"}, {"_key": "asc"}]
             }}}
         });
-        let response = self
-            .client
-            .search(SearchParts::Index(&[&self.index]))
-            .body(body)
-            .send()
-            .await
-            .map_err(transport_error)?;
-        let answer = success(response, "terms").await?;
+        let answer = self.search_request(body, "terms").await?;
         let buckets = answer["aggregations"]["terms"]["buckets"]
             .as_array()
             .cloned()
