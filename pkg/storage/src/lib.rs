@@ -65,13 +65,15 @@ pub trait ResourceStorage: Send + Sync + 'static {
     /// Removes every document of a cluster (it was deregistered).
     async fn delete_cluster(&self, cluster: &str) -> Result<u64, StorageError>;
 
-    /// After a completed relist of one type in one cluster: removes that type's documents
-    /// the relist did not write (synced before it began). No cap.
+    /// After a completed relist of one type in one cluster (in one namespace, when the
+    /// list was of one): removes that type's documents the relist did not write (synced
+    /// before it began). No cap.
     async fn purge_unseen(
         &self,
         cluster: &str,
         api_version: &str,
         kind: &str,
+        namespace: Option<&str>,
         synced_before: OffsetDateTime,
     ) -> Result<u64, StorageError>;
 }

@@ -394,7 +394,30 @@ async fn documents_round_trip_and_writes_do_what_they_say() {
             .iter()
             .filter(|d| d.cluster == "beta" && d.kind == "Pod")
             .count();
-        let purged = s.purge_unseen("beta", "v1", "Pod", relist).await.unwrap();
+        // A relist of one namespace purges only that namespace.
+        let namespace = &docs
+            .iter()
+            .find(|d| d.cluster == "alpha" && d.kind == "Pod" && !d.namespace.is_empty())
+            .unwrap()
+            .namespace;
+        let alpha_pods = |extra: &str| {
+            let sql = format!("select * from resources where cluster = 'alpha' and kind = 'Pod' and (deleted = true or deleted = false){extra}");
+            async move { s.search(&parse(&sql).unwrap(), 0, 1).await.unwrap().total }
+        };
+        let before = alpha_pods("").await;
+        let in_namespace = alpha_pods(&format!(" and namespace = '{namespace}'")).await;
+        assert!(in_namespace > 0 && in_namespace < before);
+        let purged = s
+            .purge_unseen("alpha", "v1", "Pod", Some(namespace), relist)
+            .await
+            .unwrap();
+        assert_eq!(purged, in_namespace, "{}", b.name);
+        assert_eq!(alpha_pods("").await, before - in_namespace, "{}", b.name);
+
+        let purged = s
+            .purge_unseen("beta", "v1", "Pod", None, relist)
+            .await
+            .unwrap();
         assert_eq!(purged as usize, beta_pods - 2, "{}", b.name);
         let left = s
             .search(&parse("select * from resources where cluster = 'beta' and kind = 'Pod' and (deleted = true or deleted = false)").unwrap(), 0, 100)

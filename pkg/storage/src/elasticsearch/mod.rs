@@ -425,15 +425,20 @@ impl ResourceStorage for ElasticStorage {
         cluster: &str,
         api_version: &str,
         kind: &str,
+        namespace: Option<&str>,
         synced_before: OffsetDateTime,
     ) -> Result<u64, StorageError> {
-        self.delete_by_query(json!({"bool": {"filter": [
-            {"term": {"cluster": cluster}},
-            {"term": {"apiVersion": api_version}},
-            {"term": {"kind": kind}},
-            {"range": {"syncAt": {"lt": rfc3339(Some(synced_before))}}}
-        ]}}))
-        .await
+        let mut filter = vec![
+            json!({"term": {"cluster": cluster}}),
+            json!({"term": {"apiVersion": api_version}}),
+            json!({"term": {"kind": kind}}),
+            json!({"range": {"syncAt": {"lt": rfc3339(Some(synced_before))}}}),
+        ];
+        if let Some(namespace) = namespace {
+            filter.push(json!({"term": {"namespace": namespace}}));
+        }
+        self.delete_by_query(json!({"bool": {"filter": filter}}))
+            .await
     }
 }
 

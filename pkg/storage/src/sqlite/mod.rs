@@ -219,18 +219,22 @@ impl ResourceStorage for SqliteStorage {
         cluster: &str,
         api_version: &str,
         kind: &str,
+        namespace: Option<&str>,
         synced_before: OffsetDateTime,
     ) -> Result<u64, StorageError> {
-        self.delete_where(
-            "r.cluster = ? AND r.api_version = ? AND r.kind = ? AND r.sync_at < ?",
-            vec![
-                Param::Text(cluster.to_owned()),
-                Param::Text(api_version.to_owned()),
-                Param::Text(kind.to_owned()),
-                Param::Int(millis(synced_before)),
-            ],
-        )
-        .await
+        let mut params = vec![
+            Param::Text(cluster.to_owned()),
+            Param::Text(api_version.to_owned()),
+            Param::Text(kind.to_owned()),
+            Param::Int(millis(synced_before)),
+        ];
+        let mut condition =
+            "r.cluster = ? AND r.api_version = ? AND r.kind = ? AND r.sync_at < ?".to_owned();
+        if let Some(namespace) = namespace {
+            condition.push_str(" AND r.namespace = ?");
+            params.push(Param::Text(namespace.to_owned()));
+        }
+        self.delete_where(&condition, params).await
     }
 }
 
