@@ -125,7 +125,15 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
             })
             .await
             .unwrap();
-            let syncer = karpor_syncer::Syncer::start(storage.clone(), stop.clone());
+            let mut syncer = karpor_syncer::Syncer::new(karpor_syncer::SyncerParts {
+                metastore: metastore.clone(),
+                storage: storage.clone(),
+                health: health.clone(),
+                critical: Default::default(),
+                metrics: karpor_syncer::metrics(&mut registry),
+                settings: Default::default(),
+            });
+            syncer.start(stop.clone());
             health.register(Arc::new(Ping), Membership::BOTH, None);
             let beat = Heartbeat::start(
                 Duration::from_millis(200),

@@ -11,7 +11,10 @@ CACHE_DIR=${KARPOR_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/karpor-test}
 RUN_DIR=${KARPOR_TEST_RUN_DIR:-$KARPOR_ROOT/target/test-services}
 VENV="$CACHE_DIR/venv"
 KUBE_VERSION=1.20.2
-APISERVER_BIN="$CACHE_DIR/kube-apiserver-v$KUBE_VERSION"
+# Built with the Go it was released with: Go 1.18+ breaks the reflect2 it vendors (the
+# server segfaults encoding maps under load).
+BUILD_GO=1.15
+APISERVER_BIN="$CACHE_DIR/kube-apiserver-v$KUBE_VERSION-go$BUILD_GO"
 PIDS_FILE="$RUN_DIR/pids"
 
 log() { printf '[services] %s\n' "$*" >&2; }
@@ -64,19 +67,28 @@ venv_install() {
 }
 
 # No registry ships a kube-apiserver binary: build it once from Debian's source package
-# (vendored modules, builds offline) and cache it; later runs reuse the binary.
+# (vendored modules, builds offline) with Debian bullseye's Go 1.15 (unpacked, not
+# installed) and cache it; later runs reuse the binary.
 build_apiserver() {
   [ -x "$APISERVER_BIN" ] && return 0
-  log "building kube-apiserver v$KUBE_VERSION from Debian's source package (~4 min, once)"
-  local src=/etc/apt/sources.list.d/karpor-debian-src.sources
+  log "building kube-apiserver v$KUBE_VERSION with Go $BUILD_GO from Debian's source package (~5 min, once)"
+  local src=/etc/apt/sources.list.d/karpor-build.sources
   local work="$CACHE_DIR/kube-build"
-  rm -rf "$work" && mkdir -p "$work"
-  sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources >"$src"
+  rm -rf "$work" && mkdir -p "$work/go"
+  {
+    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources
+    printf '\nTypes: deb\nURIs: http://deb.debian.org/debian\nSuites: bullseye\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n'
+  } >"$src"
   apt-get update -qq
-  (cd "$work" && apt-get source --download-only -qq kubernetes >/dev/null)
+  (cd "$work" && apt-get source --download-only -qq kubernetes >/dev/null &&
+    apt-get download -qq "golang-$BUILD_GO-go" "golang-$BUILD_GO-src" >/dev/null)
+  local fetched=$?
   rm -f "$src"
   apt-get update -qq
-  (cd "$work" && tar xzf kubernetes_*.orig.tar.gz &&
+  [ $fetched -eq 0 ] || die "cannot fetch the kubernetes source or Go $BUILD_GO"
+  for deb in "$work"/golang-*.deb; do dpkg -x "$deb" "$work/go"; done
+  (export GOROOT="$work/go/usr/lib/go-$BUILD_GO" && export PATH="$GOROOT/bin:$PATH" &&
+    cd "$work" && tar xzf kubernetes_*.orig.tar.gz &&
     cd "kubernetes-$KUBE_VERSION" && make WHAT=cmd/kube-apiserver >"$work/build.log" 2>&1) ||
     { tail -n 40 "$work/build.log" >&2; die "kube-apiserver build failed"; }
   cp "$work/kubernetes-$KUBE_VERSION/_output/bin/kube-apiserver" "$APISERVER_BIN.tmp"

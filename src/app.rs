@@ -14,11 +14,11 @@ use karpor_health::{
 use karpor_metastore::MetastoreCheck;
 use karpor_server::{RouterParts, TlsFiles};
 use karpor_storage::StorageCheck;
-use karpor_syncer::Syncer;
+use karpor_syncer::{SyncSettings, Syncer, SyncerParts, WriterSettings};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, HealthConfig, ShutdownConfig};
+use crate::config::{Config, HealthConfig, ShutdownConfig, SyncerConfig};
 
 /// Which process this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,8 +81,22 @@ impl Application {
         let storage = karpor_storage::connect(&config.storage)
             .await
             .context("cannot open the resource storage")?;
-        let syncer = (mode == Mode::Syncer || config.server.syncer)
-            .then(|| Syncer::start(storage.clone(), workers.clone()));
+        let sync_metrics = karpor_syncer::metrics(&mut registry);
+        let mut syncer = (mode == Mode::Syncer || config.server.syncer).then(|| {
+            Syncer::new(SyncerParts {
+                metastore: metastore.clone(),
+                storage: storage.clone(),
+                health: health.clone(),
+                critical: config
+                    .health
+                    .checks
+                    .iter()
+                    .map(|(name, c)| (name.to_ascii_lowercase(), c.must_ready))
+                    .collect(),
+                metrics: sync_metrics,
+                settings: sync_settings(&config.syncer),
+            })
+        });
 
         // Registration order is print order: Ping, Server, Syncer, Storage, the rest.
         register(Arc::new(Ping), Membership::BOTH);
@@ -111,6 +125,10 @@ impl Application {
                 client.clone(),
             );
             register(Arc::new(check), Membership::UPSTREAM);
+        }
+
+        if let Some(syncer) = &mut syncer {
+            syncer.start(workers.clone());
         }
 
         let admin_token = match &config.health.admin_token {
@@ -208,5 +226,18 @@ fn health_settings(config: &HealthConfig) -> Settings {
             failure: config.failure_threshold,
             success: config.success_threshold,
         },
+    }
+}
+
+fn sync_settings(config: &SyncerConfig) -> SyncSettings {
+    SyncSettings {
+        writer: WriterSettings {
+            max_documents: config.batch_size,
+            window: config.batch_window,
+            queue: config.queue,
+            ..WriterSettings::default()
+        },
+        rediscover: config.rediscover_interval,
+        ..SyncSettings::default()
     }
 }

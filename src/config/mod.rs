@@ -98,12 +98,26 @@ pub enum LogFormat {
 pub struct SyncerConfig {
     /// Where `karpor syncer` serves its own `/livez`, `/readyz` and `/metrics`.
     pub probe_listen: SocketAddr,
+    /// Documents per storage write, at most.
+    pub batch_size: usize,
+    /// How long a write waits to fill its batch.
+    #[serde(with = "humantime_serde")]
+    pub batch_window: Duration,
+    /// Watch events queued per cluster before the watchers wait for storage.
+    pub queue: usize,
+    /// How often each cluster's discovery runs again, to pick up new resource types.
+    #[serde(with = "humantime_serde")]
+    pub rediscover_interval: Duration,
 }
 
 impl Default for SyncerConfig {
     fn default() -> Self {
         SyncerConfig {
             probe_listen: SocketAddr::from(([127, 0, 0, 1], 7444)),
+            batch_size: 500,
+            batch_window: Duration::from_millis(100),
+            queue: 1024,
+            rediscover_interval: Duration::from_secs(30),
         }
     }
 }

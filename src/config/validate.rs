@@ -35,6 +35,19 @@ impl Config {
         if h.success_threshold == 0 {
             return fail("health.success_threshold", "must be at least 1".into());
         }
+        let syncer = &self.syncer;
+        if syncer.batch_size == 0 {
+            return fail("syncer.batch_size", "must be at least 1".into());
+        }
+        if syncer.queue == 0 {
+            return fail("syncer.queue", "must be at least 1".into());
+        }
+        if syncer.batch_window.is_zero() {
+            return fail("syncer.batch_window", "must be above zero".into());
+        }
+        if syncer.rediscover_interval < Duration::from_secs(1) {
+            return fail("syncer.rediscover_interval", "must be at least 1s".into());
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return fail("log.level", format!("not a log filter: {e}"));
         }

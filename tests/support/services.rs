@@ -288,3 +288,92 @@ impl Elastic {
         format!("http://127.0.0.1:{}", self.port)
     }
 }
+
+/// A private kube-apiserver on its own etcd, with a static admin token; `kubeconfig()`
+/// is a kubeconfig for it. Its certificate (generated on first start) and data survive
+/// `kill` and `restart`.
+pub struct Apiserver {
+    pub process: Managed,
+    pub etcd: Etcd,
+    port: u16,
+}
+
+pub const APISERVER_TOKEN: &str = "test-admin-token";
+
+impl Apiserver {
+    pub fn start() -> Option<Apiserver> {
+        let bin = service("KARPOR_TEST_APISERVER_BIN")?;
+        let etcd = Etcd::start()?;
+        let (port, dir) = (free_port(), scratch());
+        let key = dir.join("sa.key");
+        let public = dir.join("sa.pub");
+        for args in [
+            vec!["genrsa", "-out", key.to_str().unwrap(), "2048"],
+            vec![
+                "rsa",
+                "-in",
+                key.to_str().unwrap(),
+                "-pubout",
+                "-out",
+                public.to_str().unwrap(),
+            ],
+        ] {
+            let out = Command::new("openssl").args(&args).output().unwrap();
+            assert!(out.status.success(), "openssl {args:?}");
+        }
+        let tokens = dir.join("tokens.csv");
+        std::fs::write(
+            &tokens,
+            format!("{APISERVER_TOKEN},admin,admin,system:masters\n"),
+        )
+        .unwrap();
+        let arg = |k: &str, v: &str| format!("--{k}={v}");
+        let args = vec![
+            arg("etcd-servers", &etcd.url()),
+            arg("bind-address", "127.0.0.1"),
+            arg("advertise-address", "127.0.0.1"),
+            arg("secure-port", &port.to_string()),
+            arg("cert-dir", dir.join("certs").to_str().unwrap()),
+            arg("service-account-key-file", public.to_str().unwrap()),
+            arg("service-account-signing-key-file", key.to_str().unwrap()),
+            arg(
+                "service-account-issuer",
+                "https://kubernetes.default.svc.cluster.local",
+            ),
+            arg("service-cluster-ip-range", "10.0.0.0/24"),
+            arg("token-auth-file", tokens.to_str().unwrap()),
+            arg("authorization-mode", "RBAC"),
+            arg("endpoint-reconciler-type", "none"),
+            arg("enable-priority-and-fairness", "false"),
+        ];
+        let mut process = Managed {
+            name: "apiserver",
+            program: bin,
+            args,
+            ready: Ready::Tcp(port),
+            child: None,
+            dir,
+        };
+        process.launch();
+        Some(Apiserver {
+            process,
+            etcd,
+            port,
+        })
+    }
+
+    /// A kubeconfig with the admin token and the server's own CA, inline.
+    pub fn kubeconfig(&self) -> String {
+        let cert = self.process.dir.join("certs/apiserver.crt");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cert.exists() {
+            assert!(Instant::now() < deadline, "apiserver wrote no certificate");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: {APISERVER_TOKEN}\ncontexts:\n- name: c\n  context: {{cluster: c, user: admin}}\ncurrent-context: c\n",
+            self.port,
+            cert.display()
+        )
+    }
+}

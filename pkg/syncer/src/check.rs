@@ -2,7 +2,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use karpor_health::{CheckOutcome, HealthReporter, Reason};
-use karpor_storage::ResourceStorage;
+use karpor_storage::Storage;
+
+use crate::cluster::ClientSlot;
+use crate::status::{ClusterProgress, SyncState};
 
 use crate::SyncStatus;
 
@@ -10,11 +13,11 @@ use crate::SyncStatus;
 /// cluster has finished its initial list.
 pub struct SyncerCheck {
     status: Arc<SyncStatus>,
-    storage: Arc<dyn ResourceStorage>,
+    storage: Arc<dyn Storage>,
 }
 
 impl SyncerCheck {
-    pub fn new(status: Arc<SyncStatus>, storage: Arc<dyn ResourceStorage>) -> Self {
+    pub fn new(status: Arc<SyncStatus>, storage: Arc<dyn Storage>) -> Self {
         SyncerCheck { status, storage }
     }
 }
@@ -46,33 +49,46 @@ impl HealthReporter for SyncerCheck {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Syncer;
-    use tokio_util::sync::CancellationToken;
+/// `Cluster/NAME`, one per member cluster, not critical: can its API server be reached
+/// with its credentials now.
+pub struct ClusterCheck {
+    name: String,
+    progress: Arc<ClusterProgress>,
+    client: ClientSlot,
+}
 
-    #[tokio::test]
-    async fn passes_while_running_and_fails_once_stopped() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = karpor_storage::connect(&karpor_storage::StorageConfig::Sqlite {
-            path: dir.path().join("r.db"),
-        })
-        .await
-        .unwrap();
-        let stop = CancellationToken::new();
-        let syncer = Syncer::start(storage, stop.clone());
-        let check = syncer.check();
-        assert_eq!(check.check().await, CheckOutcome::Pass);
-        syncer.status().set_initial_sync(2, 3);
-        assert!(matches!(
-            check.check().await,
-            CheckOutcome::Fail(f) if f.reason.to_string() == "initial sync in progress (2/3 clusters)"
-        ));
-        syncer.status().set_initial_sync(3, 3);
-        assert_eq!(check.check().await, CheckOutcome::Pass);
-        stop.cancel();
-        syncer.join().await;
-        assert!(matches!(check.check().await, CheckOutcome::Fail(f) if f.reason == Reason::Stale));
+impl ClusterCheck {
+    pub fn new(progress: Arc<ClusterProgress>, client: ClientSlot) -> Self {
+        ClusterCheck {
+            name: format!("Cluster/{}", progress.name()),
+            progress,
+            client,
+        }
+    }
+}
+
+#[async_trait]
+impl HealthReporter for ClusterCheck {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn critical(&self) -> bool {
+        false
+    }
+
+    async fn check(&self) -> CheckOutcome {
+        let Some(client) = self.client.get() else {
+            return match self.progress.state() {
+                SyncState::Error(reason) => {
+                    CheckOutcome::fail(reason, "the cluster's kubeconfig cannot be used")
+                }
+                _ => CheckOutcome::Pass,
+            };
+        };
+        match client.apiserver_version().await {
+            Ok(_) => CheckOutcome::Pass,
+            Err(e) => CheckOutcome::fail(crate::reason::of_kube(&e), e.to_string()),
+        }
     }
 }

@@ -1,45 +1,116 @@
-//! The syncer: one supervisor per process that will run a watcher per registered cluster
-//! and resource type. Cluster records and watchers arrive with the metadata-store and
-//! syncer work; today the supervisor tracks its clusters' initial-sync progress (none are
-//! registered yet) and its own liveness, which is what the `Syncer` check reports.
+//! The syncer: keeps storage equal to every registered cluster. A supervisor follows the
+//! metadata store's clusters and sync rules and runs one cluster sync per cluster; each
+//! resolves its rules through discovery into watchers (kube-rs list then watch), whose
+//! objects are trimmed and written in batches by one writer per cluster, with
+//! backpressure. Nothing holds a copy of a cluster's objects in memory.
 
 mod check;
+mod cluster;
+mod lists;
+mod metrics;
+mod reason;
+mod rules;
 mod status;
+mod supervisor;
+mod transform;
+mod watch;
+mod writer;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use karpor_storage::ResourceStorage;
+use karpor_health::HealthChecker;
+use karpor_metastore::Metastore;
+use karpor_storage::Storage;
+use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use check::SyncerCheck;
-pub use status::SyncStatus;
+pub use check::{ClusterCheck, SyncerCheck};
+pub use cluster::client_for;
+pub use metrics::SyncMetrics;
+pub use rules::{default_rule, label_selector_matches};
+pub use status::{ClusterSnapshot, SyncState, SyncStatus};
+pub use transform::{ObjectType, Trimmer};
+pub use writer::WriterSettings;
 
-/// A running syncer.
+/// Timing and batching, with production defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncSettings {
+    pub writer: WriterSettings,
+    /// How often each cluster's discovery runs again (new custom resources).
+    pub rediscover: Duration,
+    /// How often clusters and rules are listed again besides the change feed.
+    pub resync: Duration,
+    /// How long a stopping cluster sync waits for its writer to write what it holds.
+    pub writer_drain: Duration,
+}
+
+impl Default for SyncSettings {
+    fn default() -> Self {
+        SyncSettings {
+            writer: WriterSettings::default(),
+            rediscover: Duration::from_secs(30),
+            resync: Duration::from_secs(60),
+            writer_drain: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the syncer works with.
+pub struct SyncerParts {
+    pub metastore: Metastore,
+    pub storage: Arc<dyn Storage>,
+    /// Where each member cluster's `Cluster/NAME` check is registered.
+    pub health: HealthChecker,
+    /// `must_ready` overrides from config, by lowercase check name (`cluster/prod`).
+    pub critical: BTreeMap<String, bool>,
+    pub metrics: SyncMetrics,
+    pub settings: SyncSettings,
+}
+
+/// The syncer: built, then started once the process's own checks are registered (so
+/// `Cluster/NAME` lines come after them).
 pub struct Syncer {
     status: Arc<SyncStatus>,
-    storage: Arc<dyn ResourceStorage>,
-    task: JoinHandle<()>,
+    storage: Arc<dyn Storage>,
+    supervisor: Option<supervisor::Supervisor>,
+    task: Option<JoinHandle<()>>,
 }
 
 impl Syncer {
-    /// Starts the supervisor; it stops when `stop` is cancelled.
-    pub fn start(storage: Arc<dyn ResourceStorage>, stop: CancellationToken) -> Self {
-        let status = Arc::new(SyncStatus::default());
-        let running = status.clone();
-        running.set_running(true);
-        let task = tokio::spawn(async move {
-            // The guard marks the supervisor stopped however the task ends, panics
-            // included, so the check can never report a dead syncer as healthy.
-            let _guard = status::RunningGuard(running);
-            stop.cancelled().await;
-            tracing::info!("syncer stopped");
-        });
+    pub fn new(parts: SyncerParts) -> Self {
+        let status = Arc::new(SyncStatus::new(parts.metrics));
+        status.set_running(true);
         Syncer {
+            supervisor: Some(supervisor::Supervisor {
+                metastore: parts.metastore,
+                storage: parts.storage.clone(),
+                health: parts.health,
+                critical: parts.critical,
+                status: status.clone(),
+                settings: parts.settings,
+            }),
             status,
-            storage,
-            task,
+            storage: parts.storage,
+            task: None,
         }
+    }
+
+    /// Starts the supervisor; it stops its clusters and ends when `stop` is cancelled.
+    pub fn start(&mut self, stop: CancellationToken) {
+        let Some(supervisor) = self.supervisor.take() else {
+            return;
+        };
+        let running = self.status.clone();
+        self.task = Some(tokio::spawn(async move {
+            // The guard marks the syncer stopped however the task ends, panics included,
+            // so the check can never report a dead syncer as healthy.
+            let _guard = status::RunningGuard(running);
+            supervisor.run(stop).await;
+            tracing::info!("syncer stopped");
+        }));
     }
 
     /// The `Syncer` check for this syncer.
@@ -51,10 +122,16 @@ impl Syncer {
         self.status.clone()
     }
 
-    /// Waits for the supervisor to finish after its stop token was cancelled.
+    /// Waits for the syncer to finish after its stop token was cancelled.
     pub async fn join(self) {
-        if let Err(e) = self.task.await {
+        let Some(task) = self.task else { return };
+        if let Err(e) = task.await {
             tracing::error!(error = %e, "syncer task ended abnormally");
         }
     }
+}
+
+/// Registers the syncer's metrics in `registry`.
+pub fn metrics(registry: &mut Registry) -> SyncMetrics {
+    SyncMetrics::new(registry)
 }

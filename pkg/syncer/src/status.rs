@@ -1,15 +1,149 @@
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+//! What the syncer can say about itself and each cluster: shared with its checks, the API
+//! and `/metrics`. Written by the cluster tasks, read at any time.
 
-/// What the syncer can say about itself, shared with its check, the API and metrics.
-#[derive(Debug, Default)]
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use karpor_health::Reason;
+use time::OffsetDateTime;
+
+use crate::metrics::SyncMetrics;
+
+/// Where a cluster's sync stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncState {
+    /// Registered; its watchers have not started listing.
+    Pending,
+    /// Listing or relisting.
+    Syncing,
+    /// Every watcher has finished its list and follows changes.
+    Synced,
+    /// Cannot sync now; the reason code says why, it retries with backoff.
+    Error(Reason),
+}
+
+impl SyncState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SyncState::Pending => "pending",
+            SyncState::Syncing => "syncing",
+            SyncState::Synced => "synced",
+            SyncState::Error(_) => "error",
+        }
+    }
+
+    pub const NAMES: [&'static str; 4] = ["pending", "syncing", "synced", "error"];
+}
+
+/// One cluster's progress, as its tasks report it.
+#[derive(Debug)]
+pub struct ClusterProgress {
+    name: String,
+    state: RwLock<SyncState>,
+    /// Set once the first full list of every watcher is in storage.
+    initially_synced: AtomicBool,
+    objects: AtomicU64,
+    last_event_ms: AtomicI64,
+    metrics: SyncMetrics,
+}
+
+/// A cluster's status at one moment, for the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSnapshot {
+    pub name: String,
+    pub state: SyncState,
+    /// Documents written since the syncer started this cluster.
+    pub objects_synced: u64,
+    pub last_event: Option<OffsetDateTime>,
+}
+
+impl ClusterProgress {
+    fn new(name: String, metrics: SyncMetrics) -> Self {
+        let progress = ClusterProgress {
+            name,
+            state: RwLock::new(SyncState::Pending),
+            initially_synced: AtomicBool::new(false),
+            objects: AtomicU64::new(0),
+            last_event_ms: AtomicI64::new(0),
+            metrics,
+        };
+        progress.metrics.set_state(&progress.name, "pending");
+        progress
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn state(&self) -> SyncState {
+        self.state
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_state(&self, state: SyncState) {
+        if state == SyncState::Synced {
+            self.initially_synced.store(true, Ordering::SeqCst);
+        }
+        let name = state.as_str();
+        let mut current = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        if *current != state {
+            tracing::info!(cluster = %self.name, from = current.as_str(), to = name, "cluster sync state");
+            *current = state;
+            self.metrics.set_state(&self.name, name);
+        }
+    }
+
+    /// Done with the first list, or unable to start it: either way it no longer holds up
+    /// readiness (a dead member cluster fails its own non-critical check instead).
+    pub fn settled(&self) -> bool {
+        self.initially_synced.load(Ordering::SeqCst) || matches!(self.state(), SyncState::Error(_))
+    }
+
+    pub fn event_seen(&self) {
+        let now = OffsetDateTime::now_utc();
+        let ms = (now.unix_timestamp_nanos() / 1_000_000) as i64;
+        self.last_event_ms.store(ms, Ordering::Relaxed);
+        self.metrics.last_event(&self.name, now);
+    }
+
+    pub fn objects_written(&self, n: usize) {
+        self.objects.fetch_add(n as u64, Ordering::Relaxed);
+        self.metrics.objects_written(&self.name, n);
+    }
+
+    pub fn snapshot(&self) -> ClusterSnapshot {
+        let ms = self.last_event_ms.load(Ordering::Relaxed);
+        ClusterSnapshot {
+            name: self.name.clone(),
+            state: self.state(),
+            objects_synced: self.objects.load(Ordering::Relaxed),
+            last_event: (ms > 0)
+                .then(|| OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok())
+                .flatten(),
+        }
+    }
+}
+
+/// The syncer's status: whether it runs, and each registered cluster's progress.
+#[derive(Debug)]
 pub struct SyncStatus {
     running: AtomicBool,
-    clusters: AtomicUsize,
-    initially_synced: AtomicUsize,
+    clusters: RwLock<BTreeMap<String, Arc<ClusterProgress>>>,
+    metrics: SyncMetrics,
 }
 
 impl SyncStatus {
+    pub(crate) fn new(metrics: SyncMetrics) -> Self {
+        SyncStatus {
+            running: AtomicBool::new(false),
+            clusters: RwLock::default(),
+            metrics,
+        }
+    }
+
     pub fn is_running(&self) -> bool {
         self.running.load(Ordering::SeqCst)
     }
@@ -18,20 +152,40 @@ impl SyncStatus {
         self.running.store(running, Ordering::SeqCst);
     }
 
-    /// Records how many clusters are registered and how many have finished their first
-    /// full list; the watchers call it as clusters come, go and finish listing.
-    pub fn set_initial_sync(&self, synced: usize, total: usize) {
-        self.clusters.store(total, Ordering::SeqCst);
-        self.initially_synced
-            .store(synced.min(total), Ordering::SeqCst);
+    /// A fresh progress for `name`, replacing any earlier one (the cluster restarted).
+    pub(crate) fn track(&self, name: &str) -> Arc<ClusterProgress> {
+        let progress = Arc::new(ClusterProgress::new(name.to_owned(), self.metrics.clone()));
+        self.clusters
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_owned(), progress.clone());
+        progress
     }
 
-    /// How many registered clusters have finished their first full list, of how many.
+    pub(crate) fn forget(&self, name: &str) {
+        self.clusters
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name);
+        self.metrics.forget(name);
+    }
+
+    /// How many registered clusters have settled their first list, of how many.
     pub fn initial_sync(&self) -> (usize, usize) {
-        (
-            self.initially_synced.load(Ordering::SeqCst),
-            self.clusters.load(Ordering::SeqCst),
-        )
+        let clusters = self.clusters.read().unwrap_or_else(PoisonError::into_inner);
+        let settled = clusters.values().filter(|c| c.settled()).count();
+        (settled, clusters.len())
+    }
+
+    /// Every registered cluster's status, by name.
+    pub fn clusters(&self) -> Vec<ClusterSnapshot> {
+        let clusters = self.clusters.read().unwrap_or_else(PoisonError::into_inner);
+        clusters.values().map(|c| c.snapshot()).collect()
+    }
+
+    pub fn cluster(&self, name: &str) -> Option<ClusterSnapshot> {
+        let clusters = self.clusters.read().unwrap_or_else(PoisonError::into_inner);
+        clusters.get(name).map(|c| c.snapshot())
     }
 }
 

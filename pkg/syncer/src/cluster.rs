@@ -1,0 +1,244 @@
+//! One member cluster's sync: a client from its kubeconfig, discovery (again every few
+//! seconds, so new custom resources are picked up), a watcher per resolved target, and
+//! the writer they share.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use karpor_core::model::{Cluster, SyncRule};
+use karpor_health::Reason;
+use karpor_storage::Storage;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::discovery::Discovery;
+use kube::Client;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::lists::InitialLists;
+use crate::rules::{resolve, Discovered, Target, TargetKey};
+use crate::status::{ClusterProgress, SyncState};
+use crate::watch::{now_millis, Watcher};
+use crate::writer::{self, Op};
+use crate::SyncSettings;
+
+/// The cluster's API client, once its kubeconfig has been turned into one; shared with
+/// its health check.
+pub type ClientSlot = Arc<OnceLock<Client>>;
+
+/// A running cluster sync.
+pub struct ClusterSync {
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl ClusterSync {
+    pub fn start(
+        cluster: Cluster,
+        rules: Vec<SyncRule>,
+        storage: Arc<dyn Storage>,
+        progress: Arc<ClusterProgress>,
+        client: ClientSlot,
+        settings: SyncSettings,
+    ) -> Self {
+        let stop = CancellationToken::new();
+        let run = ClusterRun {
+            cluster,
+            rules,
+            storage,
+            progress,
+            client,
+            settings,
+        };
+        ClusterSync {
+            task: tokio::spawn(run.run(stop.clone())),
+            stop,
+        }
+    }
+
+    /// Stops the watchers, lets the writer write what it holds (bounded), and waits.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        if let Err(e) = self.task.await {
+            tracing::error!(error = %e, "cluster sync task ended abnormally");
+        }
+    }
+}
+
+struct ClusterRun {
+    cluster: Cluster,
+    rules: Vec<SyncRule>,
+    storage: Arc<dyn Storage>,
+    progress: Arc<ClusterProgress>,
+    client: ClientSlot,
+    settings: SyncSettings,
+}
+
+struct Running {
+    target: Target,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl ClusterRun {
+    async fn run(self, stop: CancellationToken) {
+        let name = self.cluster.name.clone();
+        let client = match client_for(&self.cluster).await {
+            Ok(client) => client,
+            Err(e) => {
+                // The kubeconfig cannot change without a new record, which restarts this.
+                tracing::warn!(cluster = name, error = %e, "cannot use the cluster's kubeconfig");
+                self.progress
+                    .set_state(SyncState::Error(Reason::Misconfigured));
+                return;
+            }
+        };
+        let _ = self.client.set(client.clone());
+        let writer_stop = CancellationToken::new();
+        let (writer, mut writer_task) = writer::spawn(
+            self.storage.clone(),
+            self.progress.clone(),
+            self.settings.writer,
+            writer_stop.clone(),
+        );
+        let lists = Arc::new(InitialLists::new(self.progress.clone()));
+        let mut running: HashMap<TargetKey, Running> = HashMap::new();
+        let mut retry = Duration::from_secs(1);
+        loop {
+            let wait = match discover(&client).await {
+                Ok(found) => {
+                    let targets = resolve(&self.rules, &found);
+                    self.apply(targets, &mut running, &client, &writer, &lists)
+                        .await;
+                    lists.refresh();
+                    retry = Duration::from_secs(1);
+                    self.settings.rediscover
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = name, error = %e, "discovery failed; retrying");
+                    self.progress
+                        .set_state(SyncState::Error(crate::reason::of_kube(&e)));
+                    let wait = retry;
+                    retry = (retry * 2).min(self.settings.rediscover);
+                    wait
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        for (_, watcher) in running.drain() {
+            watcher.stop.cancel();
+            let _ = watcher.task.await;
+        }
+        drop(writer);
+        // The writer ends once it has written what it holds; a dead storage gets a bound.
+        if tokio::time::timeout(self.settings.writer_drain, &mut writer_task)
+            .await
+            .is_err()
+        {
+            writer_stop.cancel();
+            let _ = writer_task.await;
+        }
+        tracing::info!(cluster = name, "cluster sync stopped");
+    }
+
+    /// Starts watchers for new targets, stops those whose type is gone and removes its
+    /// documents.
+    async fn apply(
+        &self,
+        targets: Vec<Target>,
+        running: &mut HashMap<TargetKey, Running>,
+        client: &Client,
+        writer: &mpsc::Sender<Op>,
+        lists: &Arc<InitialLists>,
+    ) {
+        let wanted: HashMap<TargetKey, Target> =
+            targets.into_iter().map(|t| (t.key(), t)).collect();
+        let gone: Vec<TargetKey> = running
+            .keys()
+            .filter(|k| !wanted.contains_key(k))
+            .cloned()
+            .collect();
+        for key in gone {
+            let Some(watcher) = running.remove(&key) else {
+                continue;
+            };
+            watcher.stop.cancel();
+            let _ = watcher.task.await;
+            lists.dropped(&key);
+            let target = watcher.target;
+            tracing::info!(
+                cluster = self.cluster.name,
+                kind = target.resource.kind,
+                "resource type no longer served or selected; removing its documents"
+            );
+            let purge = Op::Purge {
+                api_version: target.resource.api_version.clone(),
+                kind: target.resource.kind.clone(),
+                namespace: target.namespace.clone(),
+                before: now_millis(),
+                first_list: None,
+            };
+            if writer.send(purge).await.is_err() {
+                return;
+            }
+        }
+        for (key, target) in wanted {
+            if running.contains_key(&key) {
+                continue;
+            }
+            lists.expect(key.clone());
+            let stop = CancellationToken::new();
+            let watcher = Watcher {
+                client: client.clone(),
+                target: target.clone(),
+                writer: writer.clone(),
+                progress: self.progress.clone(),
+                lists: lists.clone(),
+            };
+            let task = tokio::spawn(watcher.run(stop.clone()));
+            running.insert(key, Running { target, stop, task });
+        }
+    }
+}
+
+/// A client for the cluster's kubeconfig, at its current context.
+pub async fn client_for(cluster: &Cluster) -> Result<Client, BoxError> {
+    let kubeconfig = Kubeconfig::from_yaml(&cluster.kubeconfig.0)?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    config.connect_timeout = Some(Duration::from_secs(10));
+    Ok(Client::try_from(config)?)
+}
+
+/// Errors turning a kubeconfig into a client: parse and file errors, never its content.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Every served resource type, with whether it is at its group's recommended version.
+async fn discover(client: &Client) -> Result<Vec<Discovered>, kube::Error> {
+    let discovery = Discovery::new(client.clone()).run().await?;
+    let mut found = Vec::new();
+    for group in discovery.groups() {
+        let recommended: Vec<(String, String)> = group
+            .recommended_resources()
+            .into_iter()
+            .map(|(r, _)| (r.plural, r.version))
+            .collect();
+        for version in group.versions() {
+            for (resource, capabilities) in group.versioned_resources(version) {
+                let preferred = recommended
+                    .iter()
+                    .any(|(plural, v)| *plural == resource.plural && v == version);
+                found.push(Discovered {
+                    resource,
+                    capabilities,
+                    preferred,
+                });
+            }
+        }
+    }
+    Ok(found)
+}

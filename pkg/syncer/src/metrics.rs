@@ -1,0 +1,83 @@
+//! The syncer's per-cluster metrics, registered in the process's Prometheus registry.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use time::OffsetDateTime;
+
+use crate::status::SyncState;
+
+type Labels = Vec<(&'static str, String)>;
+
+#[derive(Clone, Default)]
+pub struct SyncMetrics {
+    state: Family<Labels, Gauge>,
+    objects: Family<Labels, Counter>,
+    last_event: Family<Labels, Gauge>,
+}
+
+impl std::fmt::Debug for SyncMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SyncMetrics")
+    }
+}
+
+fn cluster(name: &str) -> Labels {
+    vec![("cluster", name.to_owned())]
+}
+
+impl SyncMetrics {
+    pub fn new(registry: &mut Registry) -> Self {
+        let metrics = SyncMetrics::default();
+        registry.register(
+            "karpor_syncer_cluster_state",
+            "1 for the sync state each registered cluster is in, 0 for the others",
+            metrics.state.clone(),
+        );
+        registry.register(
+            "karpor_syncer_objects_synced",
+            "Documents written to storage per cluster",
+            metrics.objects.clone(),
+        );
+        registry.register(
+            "karpor_syncer_last_event_timestamp_seconds",
+            "Unix time of the last watch event per cluster",
+            metrics.last_event.clone(),
+        );
+        metrics
+    }
+
+    pub(crate) fn set_state(&self, name: &str, state: &str) {
+        for candidate in SyncState::NAMES {
+            self.state
+                .get_or_create(&vec![
+                    ("cluster", name.to_owned()),
+                    ("state", candidate.to_owned()),
+                ])
+                .set(i64::from(candidate == state));
+        }
+    }
+
+    pub(crate) fn objects_written(&self, name: &str, n: usize) {
+        self.objects.get_or_create(&cluster(name)).inc_by(n as u64);
+    }
+
+    pub(crate) fn last_event(&self, name: &str, at: OffsetDateTime) {
+        self.last_event
+            .get_or_create(&cluster(name))
+            .set(at.unix_timestamp());
+    }
+
+    /// Drops a deregistered cluster's series.
+    pub(crate) fn forget(&self, name: &str) {
+        for state in SyncState::NAMES {
+            self.state.remove(&vec![
+                ("cluster", name.to_owned()),
+                ("state", state.to_owned()),
+            ]);
+        }
+        self.objects.remove(&cluster(name));
+        self.last_event.remove(&cluster(name));
+    }
+}

@@ -1,0 +1,222 @@
+//! Keeps one cluster sync per registered cluster, following the metadata store: clusters
+//! and sync rules are listed, then watched; an added cluster starts, a changed one (its
+//! kubeconfig, labels or rules) restarts, a removed one stops and its documents go.
+//! While the metadata store is unreachable the running syncs carry on unchanged.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use karpor_core::model::{Cluster, Kind, SyncRule};
+use karpor_health::{HealthChecker, HealthReporter, Membership};
+use karpor_metastore::{Metastore, StoreError};
+use karpor_search::Field;
+use karpor_storage::Storage;
+use tokio_util::sync::CancellationToken;
+
+use crate::check::ClusterCheck;
+use crate::cluster::{ClientSlot, ClusterSync};
+use crate::rules::rules_for;
+use crate::status::SyncStatus;
+use crate::SyncSettings;
+
+pub struct Supervisor {
+    pub metastore: Metastore,
+    pub storage: Arc<dyn Storage>,
+    pub health: HealthChecker,
+    pub critical: BTreeMap<String, bool>,
+    pub status: Arc<SyncStatus>,
+    pub settings: SyncSettings,
+}
+
+struct Running {
+    fingerprint: u64,
+    sync: ClusterSync,
+}
+
+#[derive(Default)]
+struct State {
+    running: BTreeMap<String, Running>,
+    /// Deregistered clusters whose documents could not be removed yet.
+    orphans: BTreeSet<String>,
+    /// Storage was checked for clusters nobody registers (removed while we were down).
+    swept: bool,
+}
+
+impl Supervisor {
+    pub async fn run(self, stop: CancellationToken) {
+        let mut state = State::default();
+        let mut retry = Duration::from_millis(500);
+        while !stop.is_cancelled() {
+            let watched = self.follow(&mut state, &stop).await;
+            if let Err(e) = watched {
+                tracing::warn!(error = %e, "cannot follow the metadata store; clusters keep syncing, retrying");
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(retry) => {}
+                }
+                retry = (retry * 2).min(Duration::from_secs(10));
+            } else {
+                retry = Duration::from_millis(500);
+            }
+        }
+        for (name, running) in std::mem::take(&mut state.running) {
+            running.sync.stop().await;
+            self.health.deregister(&format!("Cluster/{name}"));
+        }
+    }
+
+    /// Lists, reconciles, then reconciles again on every change (and every resync
+    /// period, in case a change feed stalls) until the feed ends or `stop`.
+    async fn follow(&self, state: &mut State, stop: &CancellationToken) -> Result<(), StoreError> {
+        let revision = self.metastore.revision().await?;
+        self.reconcile(state).await?;
+        let mut changes = self.metastore.watch(revision).await?;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                change = changes.next() => match change {
+                    Some(Ok(change)) if matches!(change.kind, Kind::Cluster | Kind::SyncRule) => {
+                        // A burst of writes (an import, say) is one reconcile.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        self.reconcile(state).await?;
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(e),
+                    None => return Ok(()),
+                },
+                _ = tokio::time::sleep(self.settings.resync) => self.reconcile(state).await?,
+            }
+        }
+    }
+
+    async fn reconcile(&self, state: &mut State) -> Result<(), StoreError> {
+        let clusters = self.metastore.list_all::<Cluster>().await?;
+        let rules: Vec<SyncRule> = self
+            .metastore
+            .list_all::<SyncRule>()
+            .await?
+            .into_iter()
+            .map(|s| s.record)
+            .collect();
+        let mut wanted: BTreeMap<String, (Cluster, Vec<SyncRule>, u64)> = BTreeMap::new();
+        for stored in clusters {
+            let cluster = stored.record;
+            let rules = rules_for(&cluster, &rules);
+            let fingerprint = fingerprint(&cluster, &rules);
+            wanted.insert(cluster.name.clone(), (cluster, rules, fingerprint));
+        }
+        let gone: Vec<String> = state
+            .running
+            .keys()
+            .filter(|name| !wanted.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(running) = state.running.remove(&name) {
+                running.sync.stop().await;
+            }
+            self.health.deregister(&format!("Cluster/{name}"));
+            self.status.forget(&name);
+            tracing::info!(
+                cluster = name,
+                "cluster deregistered; removing its documents"
+            );
+            state.orphans.insert(name);
+        }
+        for (name, (cluster, rules, fingerprint)) in wanted {
+            state.orphans.remove(&name);
+            if let Some(running) = state.running.get(&name) {
+                if running.fingerprint == fingerprint {
+                    continue;
+                }
+                tracing::info!(
+                    cluster = name,
+                    "cluster or its rules changed; restarting its sync"
+                );
+            }
+            if let Some(old) = state.running.remove(&name) {
+                old.sync.stop().await;
+            }
+            let progress = self.status.track(&name);
+            let client = ClientSlot::default();
+            let check = ClusterCheck::new(progress.clone(), client.clone());
+            let critical = self
+                .critical
+                .get(&check.name().to_ascii_lowercase())
+                .copied();
+            self.health
+                .register(Arc::new(check), Membership::READYZ, critical);
+            let sync = ClusterSync::start(
+                cluster,
+                rules,
+                self.storage.clone(),
+                progress,
+                client,
+                self.settings,
+            );
+            state.running.insert(name, Running { fingerprint, sync });
+        }
+        if !state.swept {
+            self.find_orphans(state).await;
+        }
+        self.remove_orphans(state).await;
+        Ok(())
+    }
+
+    /// Clusters with documents in storage but no record: removed while no syncer ran.
+    async fn find_orphans(&self, state: &mut State) {
+        let everything =
+            karpor_search::parse("select * from resources where deleted = true or deleted = false")
+                .expect("a constant query parses");
+        match self
+            .storage
+            .terms(&Field::Cluster, &everything, 10_000)
+            .await
+        {
+            Ok(buckets) => {
+                state.swept = true;
+                state.orphans.extend(
+                    buckets
+                        .into_iter()
+                        .map(|b| b.key)
+                        .filter(|name| !state.running.contains_key(name)),
+                );
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot list the clusters in storage; will retry"),
+        }
+    }
+
+    async fn remove_orphans(&self, state: &mut State) {
+        for name in std::mem::take(&mut state.orphans) {
+            match self.storage.delete_cluster(&name).await {
+                Ok(removed) => {
+                    tracing::info!(
+                        cluster = name,
+                        removed,
+                        "removed a deregistered cluster's documents"
+                    )
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = name, error = %e, "cannot remove a deregistered cluster's documents; will retry");
+                    state.orphans.insert(name);
+                }
+            }
+        }
+    }
+}
+
+/// Changes whenever what a sync does changes: the cluster record or its rules.
+fn fingerprint(cluster: &Cluster, rules: &[SyncRule]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    serde_json::to_string(cluster)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    serde_json::to_string(rules)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}

@@ -1,0 +1,136 @@
+//! One watcher: a resource type of one cluster (in one namespace or all), listed then
+//! watched through kube-rs, with the rule's selectors sent to the API server. Reconnects
+//! with backoff; on 410 Gone kube-rs relists, and each completed list ends with a purge
+//! of what it did not see.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::DynamicObject;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::lists::InitialLists;
+use crate::rules::Target;
+use crate::status::{ClusterProgress, SyncState};
+use crate::writer::Op;
+
+pub struct Watcher {
+    pub client: Client,
+    pub target: Target,
+    pub writer: mpsc::Sender<Op>,
+    pub progress: Arc<ClusterProgress>,
+    pub lists: Arc<InitialLists>,
+}
+
+impl Watcher {
+    /// Runs until `stop` is cancelled or the writer is gone.
+    pub async fn run(self, stop: CancellationToken) {
+        let Watcher {
+            client,
+            target,
+            writer,
+            progress,
+            lists,
+        } = self;
+        let api: Api<DynamicObject> = match &target.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &target.resource),
+            None => Api::all_with(client, &target.resource),
+        };
+        let options = &target.options;
+        let mut config = watcher::Config::default();
+        if let Some(labels) = &options.label_selector {
+            config = config.labels(labels);
+        }
+        if let Some(fields) = &options.field_selector {
+            config = config.fields(fields);
+        }
+        let object_type = target.object_type();
+        let cluster = progress.name().to_owned();
+        let mut events = watcher(api, config).default_backoff().boxed();
+        let mut list_began: Option<OffsetDateTime> = None;
+        let mut first_list = Some((lists.clone(), target.key()));
+        let mut failing = false;
+        loop {
+            let event = tokio::select! {
+                _ = stop.cancelled() => return,
+                event = events.next() => event,
+            };
+            let event = match event {
+                Some(Ok(event)) => event,
+                Some(Err(e)) => {
+                    if let Some(reason) = crate::reason::of_watch(&e) {
+                        if !failing {
+                            tracing::warn!(cluster, kind = object_type.kind, error = %e, "watch failed; retrying with backoff");
+                        }
+                        failing = true;
+                        progress.set_state(SyncState::Error(reason));
+                    }
+                    continue;
+                }
+                None => return,
+            };
+            progress.event_seen();
+            if failing {
+                failing = false;
+                tracing::info!(cluster, kind = object_type.kind, "watch resumed");
+                lists.refresh();
+            }
+            let op = match event {
+                watcher::Event::Init => {
+                    list_began = Some(now_millis());
+                    continue;
+                }
+                watcher::Event::InitApply(object) | watcher::Event::Apply(object) => {
+                    let Some(document) = serde_json::to_value(object).ok().and_then(|value| {
+                        options
+                            .trimmer
+                            .document(&cluster, &object_type, value, now_millis())
+                    }) else {
+                        continue;
+                    };
+                    Op::Upsert(document)
+                }
+                watcher::Event::Delete(object) => {
+                    let Some(uid) = object.metadata.uid else {
+                        continue;
+                    };
+                    if options.keep_after_delete {
+                        Op::SoftDelete {
+                            uid,
+                            at: now_millis(),
+                        }
+                    } else {
+                        Op::Delete { uid }
+                    }
+                }
+                watcher::Event::InitDone => Op::Purge {
+                    api_version: object_type.api_version.clone(),
+                    kind: object_type.kind.clone(),
+                    namespace: target.namespace.clone(),
+                    before: list_began.take().unwrap_or_else(now_millis),
+                    first_list: first_list.take(),
+                },
+            };
+            // Waits while the writer is behind: this is the backpressure.
+            let sent = tokio::select! {
+                _ = stop.cancelled() => return,
+                sent = writer.send(op) => sent,
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Now, to the millisecond both backends keep, so a list's start and its documents'
+/// sync times compare exactly.
+pub fn now_millis() -> OffsetDateTime {
+    let now = OffsetDateTime::now_utc();
+    now.replace_nanosecond(now.nanosecond() / 1_000_000 * 1_000_000)
+        .unwrap_or(now)
+}

@@ -1,0 +1,253 @@
+//! One writer per cluster between its watchers and storage: documents are written in
+//! batches bounded by count, size and a time window, in the order the watchers sent
+//! them. The queue is bounded and a failed write is retried until it succeeds, so a slow
+//! or dead storage stops the watchers from reading more (backpressure) instead of
+//! dropping events or buffering without bound.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use karpor_storage::{ResourceDocument, Storage, StorageError};
+use serde_json::Value;
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::lists::InitialLists;
+use crate::rules::TargetKey;
+use crate::status::ClusterProgress;
+
+/// What a watcher asks of storage.
+#[derive(Debug)]
+pub enum Op {
+    Upsert(ResourceDocument),
+    Delete {
+        uid: String,
+    },
+    /// The object went, and its rule keeps deleted objects.
+    SoftDelete {
+        uid: String,
+        at: OffsetDateTime,
+    },
+    /// A list completed: its type's documents written before it began are gone.
+    Purge {
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        before: OffsetDateTime,
+        /// The watcher's first list: storage now holds it.
+        first_list: Option<(Arc<InitialLists>, TargetKey)>,
+    },
+}
+
+/// Batch bounds and queue length.
+#[derive(Debug, Clone, Copy)]
+pub struct WriterSettings {
+    pub max_documents: usize,
+    pub max_bytes: usize,
+    pub window: Duration,
+    /// Operations queued between the watchers and the writer.
+    pub queue: usize,
+}
+
+impl Default for WriterSettings {
+    fn default() -> Self {
+        WriterSettings {
+            max_documents: 500,
+            max_bytes: 4 * 1024 * 1024,
+            window: Duration::from_millis(100),
+            queue: 1024,
+        }
+    }
+}
+
+/// Starts a writer. It ends once every sender is dropped and what it holds is written,
+/// or at once when `stop` is cancelled (what it held is written again by the next list).
+pub fn spawn(
+    storage: Arc<dyn Storage>,
+    progress: Arc<ClusterProgress>,
+    settings: WriterSettings,
+    stop: CancellationToken,
+) -> (mpsc::Sender<Op>, JoinHandle<()>) {
+    let (sender, receiver) = mpsc::channel(settings.queue);
+    let writer = Writer {
+        storage,
+        progress,
+        settings,
+        stop,
+        batch: Vec::new(),
+        bytes: 0,
+    };
+    (sender, tokio::spawn(writer.run(receiver)))
+}
+
+struct Writer {
+    storage: Arc<dyn Storage>,
+    progress: Arc<ClusterProgress>,
+    settings: WriterSettings,
+    stop: CancellationToken,
+    batch: Vec<ResourceDocument>,
+    bytes: usize,
+}
+
+impl Writer {
+    async fn run(mut self, mut receiver: mpsc::Receiver<Op>) {
+        loop {
+            let first = tokio::select! {
+                _ = self.stop.cancelled() => return,
+                op = receiver.recv() => op,
+            };
+            let Some(first) = first else { return };
+            let deadline = Instant::now() + self.settings.window;
+            let mut next = Some(first);
+            while let Some(op) = next {
+                if !self.apply(op).await {
+                    return;
+                }
+                next = tokio::select! {
+                    _ = self.stop.cancelled() => return,
+                    op = tokio::time::timeout_at(deadline, receiver.recv()) => match op {
+                        Ok(Some(op)) => Some(op),
+                        Ok(None) => {
+                            self.flush().await;
+                            return;
+                        }
+                        Err(_window_over) => None,
+                    },
+                };
+            }
+            if !self.flush().await {
+                return;
+            }
+        }
+    }
+
+    /// `false` once stopped.
+    async fn apply(&mut self, op: Op) -> bool {
+        let Op::Upsert(document) = op else {
+            return self.flush().await && self.barrier(op).await;
+        };
+        self.bytes += approximate_size(&document.object);
+        self.batch.push(document);
+        if self.batch.len() >= self.settings.max_documents || self.bytes >= self.settings.max_bytes
+        {
+            return self.flush().await;
+        }
+        true
+    }
+
+    async fn flush(&mut self) -> bool {
+        if self.batch.is_empty() {
+            return true;
+        }
+        let batch = std::mem::take(&mut self.batch);
+        self.bytes = 0;
+        let storage = self.storage.clone();
+        let written = self
+            .retry("write documents", || storage.upsert(&batch))
+            .await;
+        if written.is_some() {
+            self.progress.objects_written(batch.len());
+        }
+        written.is_some()
+    }
+
+    /// An operation that must see every earlier write in storage first.
+    async fn barrier(&mut self, op: Op) -> bool {
+        let storage = self.storage.clone();
+        let cluster = self.progress.name().to_owned();
+        match op {
+            Op::Upsert(_) => unreachable!("upserts are batched"),
+            Op::Delete { uid } => self
+                .retry("delete a document", || storage.delete(&cluster, &uid))
+                .await
+                .is_some(),
+            Op::SoftDelete { uid, at } => self
+                .retry("mark a document deleted", || {
+                    storage.soft_delete(&cluster, &uid, at)
+                })
+                .await
+                .is_some(),
+            Op::Purge {
+                api_version,
+                kind,
+                namespace,
+                before,
+                first_list,
+            } => {
+                let purged = self
+                    .retry("purge documents a list did not see", || {
+                        storage.purge_unseen(
+                            &cluster,
+                            &api_version,
+                            &kind,
+                            namespace.as_deref(),
+                            before,
+                        )
+                    })
+                    .await;
+                let Some(purged) = purged else { return false };
+                if purged > 0 {
+                    tracing::debug!(cluster, kind, purged, "purged documents a list did not see");
+                }
+                if let Some((lists, key)) = first_list {
+                    lists.listed(&key);
+                }
+                true
+            }
+        }
+    }
+
+    /// Runs `write` until it succeeds, with backoff; `None` once stopped.
+    async fn retry<T, F>(&self, what: &str, mut write: impl FnMut() -> F) -> Option<T>
+    where
+        F: std::future::Future<Output = Result<T, StorageError>>,
+    {
+        let mut delay = Duration::from_millis(100);
+        let mut failures = 0u32;
+        loop {
+            match write().await {
+                Ok(value) => {
+                    if failures > 0 {
+                        tracing::info!(
+                            cluster = self.progress.name(),
+                            failures,
+                            "storage writes resumed"
+                        );
+                    }
+                    return Some(value);
+                }
+                Err(e) => {
+                    failures += 1;
+                    // One line when writes start failing, then one a minute or so.
+                    if failures == 1 || failures % 12 == 0 {
+                        tracing::warn!(cluster = self.progress.name(), error = %e, failures, "cannot {what}; retrying");
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.stop.cancelled() => return None,
+                _ = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+}
+
+/// Roughly the JSON size of a value, without serialising it.
+fn approximate_size(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 12,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(approximate_size).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| k.len() + 4 + approximate_size(v))
+                .sum::<usize>()
+        }
+    }
+}

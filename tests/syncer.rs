@@ -1,0 +1,800 @@
+//! The syncer against the test script's real kube-apiservers (and a private one this test
+//! may kill): objects created, changed and deleted in the clusters appear, change and
+//! vanish in storage; Secret values never reach it; selectors are honoured; a removed
+//! cluster leaves nothing; a dead cluster or a dead storage is caught up with.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use karpor_core::model::{
+    Cluster, ClusterSelector, Kubeconfig, ResourceSelector, SyncRule, Transform,
+};
+use karpor_health::{
+    CheckOutcome, Endpoint, HealthChecker, HealthMetrics, Membership, Reason, ReportRequest,
+    Settings, Status,
+};
+use karpor_metastore::{Metastore, MetastoreConfig};
+use karpor_storage::{ElasticConfig, RefreshPolicy, Storage, StorageConfig};
+use karpor_syncer::{SyncSettings, Syncer, SyncerParts};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig as KubeKubeconfig};
+use kube::{Api, Client};
+use prometheus_client::registry::Registry;
+use serde_json::json;
+use support::services::{Apiserver, Elastic};
+use support::{service, wait_for};
+use tokio_util::sync::CancellationToken;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A syncer on its own metadata store and storage.
+struct Harness {
+    metastore: Metastore,
+    storage: Arc<dyn Storage>,
+    health: HealthChecker,
+    syncer: Option<Syncer>,
+    stop: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    async fn start(storage: Option<StorageConfig>) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let metastore = karpor_metastore::connect(&MetastoreConfig::Sqlite {
+            path: dir.path().join("meta.db"),
+            encryption_key_file: None,
+        })
+        .await
+        .unwrap();
+        let storage = storage.unwrap_or(StorageConfig::Sqlite {
+            path: dir.path().join("resources.db"),
+        });
+        let storage = karpor_storage::connect(&storage).await.unwrap();
+        let mut registry = Registry::default();
+        let health = HealthChecker::new(
+            Settings {
+                check_timeout: Duration::from_secs(2),
+                deadline: Duration::from_secs(3),
+                cache_ttl: Duration::ZERO,
+                ..Settings::default()
+            },
+            HealthMetrics::new(&mut registry),
+        );
+        let mut settings = SyncSettings {
+            rediscover: Duration::from_secs(2),
+            resync: Duration::from_secs(5),
+            ..SyncSettings::default()
+        };
+        settings.writer.window = Duration::from_millis(50);
+        let mut syncer = Syncer::new(SyncerParts {
+            metastore: metastore.clone(),
+            storage: storage.clone(),
+            health: health.clone(),
+            critical: BTreeMap::new(),
+            metrics: karpor_syncer::metrics(&mut registry),
+            settings,
+        });
+        health.register(Arc::new(syncer.check()), Membership::READYZ, None);
+        let stop = CancellationToken::new();
+        syncer.start(stop.clone());
+        Harness {
+            metastore,
+            storage,
+            health,
+            syncer: Some(syncer),
+            stop,
+            _dir: dir,
+        }
+    }
+
+    async fn register(&self, name: &str, kubeconfig: String) {
+        self.metastore
+            .create(Cluster {
+                name: name.to_owned(),
+                display_name: String::new(),
+                description: String::new(),
+                labels: BTreeMap::new(),
+                kubeconfig: Kubeconfig(kubeconfig),
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn rule(&self, rule: SyncRule) {
+        self.metastore.create(rule).await.unwrap();
+    }
+
+    /// Every document of `cluster` in `namespace` (or cluster-scoped ones named so):
+    /// uid to kind, name and resourceVersion.
+    async fn stored(&self, cluster: &str, namespace: &str) -> BTreeMap<String, Obj> {
+        let sql = format!(
+            "select * from resources where cluster = '{cluster}' and (namespace = '{namespace}' or (kind = 'Namespace' and name = '{namespace}'))"
+        );
+        let query = karpor_search::parse(&sql).unwrap();
+        let mut all = BTreeMap::new();
+        let mut from = 0;
+        loop {
+            let Ok(page) = self.storage.search(&query, from, 500).await else {
+                return BTreeMap::from([("<storage down>".into(), Obj::default())]);
+            };
+            for d in &page.items {
+                all.insert(
+                    d.uid.clone(),
+                    Obj {
+                        kind: d.kind.clone(),
+                        name: d.name.clone(),
+                        version: d.resource_version.clone(),
+                    },
+                );
+            }
+            from += page.items.len() as u64;
+            if page.items.is_empty() || from >= page.total {
+                return all;
+            }
+        }
+    }
+
+    async fn readyz(&self) -> karpor_health::HealthReport {
+        self.health
+            .report(Endpoint::Readyz, &ReportRequest::default())
+            .await
+            .unwrap()
+    }
+
+    async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(syncer) = self.syncer.take() {
+            syncer.join().await;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Obj {
+    kind: String,
+    name: String,
+    version: String,
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn configmaps() -> ApiResource {
+    resource("", "v1", "ConfigMap", "configmaps")
+}
+fn secrets() -> ApiResource {
+    resource("", "v1", "Secret", "secrets")
+}
+fn namespaces() -> ApiResource {
+    resource("", "v1", "Namespace", "namespaces")
+}
+fn widgets() -> ApiResource {
+    resource("karpor.test", "v1", "Widget", "widgets")
+}
+
+/// A cluster as the tests drive it.
+struct Kube {
+    client: Client,
+    kubeconfig: String,
+}
+
+impl Kube {
+    async fn from_text(kubeconfig: String) -> Kube {
+        let parsed = KubeKubeconfig::from_yaml(&kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        let kube = Kube {
+            client: Client::try_from(config).unwrap(),
+            kubeconfig,
+        };
+        let started = std::time::Instant::now();
+        while let Err(e) = kube.client.apiserver_version().await {
+            assert!(
+                started.elapsed() < LIMIT,
+                "the API server does not answer: {e}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        kube
+    }
+
+    async fn shared(var: &str) -> Kube {
+        let path = service(var).expect("test services: run scripts/services.sh start");
+        Kube::from_text(std::fs::read_to_string(path).unwrap()).await
+    }
+
+    fn api(&self, r: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, r),
+            None => Api::all_with(self.client.clone(), r),
+        }
+    }
+
+    async fn create(&self, r: &ApiResource, namespace: Option<&str>, object: serde_json::Value) {
+        let mut object = object;
+        object["apiVersion"] = r.api_version.clone().into();
+        object["kind"] = r.kind.clone().into();
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        // A fresh CRD can make the server drop a connection once: retry transport errors.
+        let mut attempts = 0;
+        loop {
+            match self
+                .api(r, namespace)
+                .create(&PostParams::default(), &object)
+                .await
+            {
+                Ok(_) => return,
+                Err(kube::Error::Service(e)) if attempts < 5 => {
+                    attempts += 1;
+                    eprintln!("create {}: {e}; retrying", r.kind);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("create {}: {e}", r.kind),
+            }
+        }
+    }
+
+    async fn patch(&self, r: &ApiResource, namespace: &str, name: &str, patch: serde_json::Value) {
+        self.api(r, Some(namespace))
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_or_else(|e| panic!("patch {}: {e}", r.kind));
+    }
+
+    async fn delete(&self, r: &ApiResource, namespace: Option<&str>, name: &str) {
+        self.api(r, namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete {}: {e}", r.kind));
+    }
+
+    /// A namespace, gone for good: without a controller manager nobody else finalizes it.
+    async fn delete_namespace(&self, name: &str) {
+        self.delete(&namespaces(), None, name).await;
+        let api = self.api(&namespaces(), None);
+        let finalize = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name}, "spec": {"finalizers": []}});
+        let body = serde_json::to_vec(&finalize).unwrap();
+        api.replace_subresource("finalize", name, &PostParams::default(), body)
+            .await
+            .unwrap();
+    }
+
+    /// The live objects the test's rule selects: in `namespace`, and the namespace.
+    async fn live(&self, namespace: &str, types: &[ApiResource]) -> BTreeMap<String, Obj> {
+        let mut all = BTreeMap::new();
+        let named = ListParams::default().fields(&format!("metadata.name={namespace}"));
+        let found = self.api(&namespaces(), None).list(&named).await.unwrap();
+        for t in types {
+            let list = if t.kind == "Namespace" {
+                found.clone()
+            } else {
+                self.api(t, Some(namespace))
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+            };
+            for o in list.items {
+                all.insert(
+                    o.metadata.uid.clone().unwrap(),
+                    Obj {
+                        kind: t.kind.clone(),
+                        name: o.metadata.name.clone().unwrap(),
+                        version: o.metadata.resource_version.clone().unwrap(),
+                    },
+                );
+            }
+        }
+        all
+    }
+
+    /// The widgets CRD, once per cluster (its name is fixed; tests share it).
+    async fn widget_crd(&self) {
+        let crds = resource(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        );
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.karpor.test"},
+            "spec": {
+                "group": "karpor.test", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]
+            }
+        });
+        let crd: DynamicObject = serde_json::from_value(crd).unwrap();
+        match self
+            .api(&crds, None)
+            .create(&PostParams::default(), &crd)
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("create the CRD: {e}"),
+        }
+        let api = self.api(&widgets(), Some("default"));
+        wait_for(LIMIT, "the widgets CRD is served", || {
+            let api = api.clone();
+            async move { api.list(&ListParams::default()).await.is_ok() }
+        })
+        .await;
+    }
+}
+
+fn rule(name: &str, resources: &[(&str, &str)], namespaces: &[&str]) -> SyncRule {
+    SyncRule {
+        name: name.into(),
+        description: String::new(),
+        clusters: ClusterSelector::All,
+        resources: resources
+            .iter()
+            .map(|(group, plural)| ResourceSelector {
+                group: group.to_string(),
+                version: "v1".into(),
+                resource: plural.to_string(),
+            })
+            .collect(),
+        namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        label_selector: None,
+        field_selector: None,
+        transform: Transform::default(),
+        keep_after_delete: false,
+    }
+}
+
+/// A name no other test or run uses, valid as a Kubernetes name.
+fn unique(tag: &str) -> String {
+    karpor_testkit::unique(tag).replace('_', "-")
+}
+
+/// Waits until storage holds exactly the live objects.
+async fn converges(
+    h: &Harness,
+    kube: &Kube,
+    cluster: &str,
+    namespace: &str,
+    types: &[ApiResource],
+) {
+    let started = std::time::Instant::now();
+    loop {
+        let live = kube.live(namespace, types).await;
+        let stored = h.stored(cluster, namespace).await;
+        if live == stored {
+            return;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "{cluster}/{namespace}: storage did not converge\n live: {live:?}\n stored: {stored:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_appear_change_and_vanish_in_both_clusters() {
+    let clusters = [
+        ("a", Kube::shared("KARPOR_TEST_KUBECONFIG_A").await),
+        ("b", Kube::shared("KARPOR_TEST_KUBECONFIG_B").await),
+    ];
+    let ns = unique("objs");
+    let h = Harness::start(None).await;
+    let mut objects = rule(
+        "a-objects",
+        &[
+            ("", "configmaps"),
+            ("", "secrets"),
+            ("karpor.test", "widgets"),
+        ],
+        &[&ns],
+    );
+    objects.transform.trim = vec!["data.dropped".into()];
+    h.rule(objects).await;
+    let mut namespace_rule = rule("b-namespace", &[("", "namespaces")], &[]);
+    namespace_rule.field_selector = Some(format!("metadata.name={ns}"));
+    h.rule(namespace_rule).await;
+    let types = [configmaps(), secrets(), widgets(), namespaces()];
+
+    for (name, kube) in &clusters {
+        kube.widget_crd().await;
+        kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+            .await;
+        h.register(name, kube.kubeconfig.clone()).await;
+    }
+    for (_, kube) in &clusters {
+        let ns = Some(ns.as_str());
+        kube.create(
+            &configmaps(),
+            ns,
+            json!({"metadata": {"name": "settings"},
+            "data": {"color": "blue", "dropped": "trimmed-away"}}),
+        )
+        .await;
+        kube.create(&secrets(), ns, json!({"metadata": {"name": "creds",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"stringData\":{\"password\":\"hunter2-karpor\"}}"}},
+            "stringData": {"password": "hunter2-karpor"}}))
+            .await;
+        kube.create(
+            &widgets(),
+            ns,
+            json!({"metadata": {"name": "gear"}, "spec": {"teeth": 12}}),
+        )
+        .await;
+    }
+    for (name, kube) in &clusters {
+        converges(&h, kube, name, &ns, &types).await;
+    }
+
+    // Secret values and trimmed paths never reach storage, in any form.
+    let everything =
+        karpor_search::parse(&format!("select * from resources where namespace = '{ns}'")).unwrap();
+    let page = h.storage.search(&everything, 0, 100).await.unwrap();
+    assert_eq!(page.total, 6, "{:?}", page.items);
+    let text = serde_json::to_string(&page.items).unwrap();
+    for secret in ["hunter2-karpor", "aHVudGVyMi1rYXJwb3I", "trimmed-away"] {
+        assert!(!text.contains(secret), "{secret} reached storage");
+    }
+    let found =
+        karpor_search::parse("select * from resources where contains(content, 'hunter2')").unwrap();
+    assert_eq!(h.storage.search(&found, 0, 10).await.unwrap().total, 0);
+    let secret = page.items.iter().find(|d| d.kind == "Secret").unwrap();
+    assert_eq!(secret.object["data"], json!({"password": null}));
+
+    for (name, kube) in &clusters {
+        kube.patch(
+            &configmaps(),
+            &ns,
+            "settings",
+            json!({"data": {"color": "red"}}),
+        )
+        .await;
+        kube.patch(&widgets(), &ns, "gear", json!({"spec": {"teeth": 13}}))
+            .await;
+        converges(&h, kube, name, &ns, &types).await;
+    }
+    for (name, kube) in &clusters {
+        let in_ns = Some(ns.as_str());
+        kube.delete(&configmaps(), in_ns, "settings").await;
+        kube.delete(&secrets(), in_ns, "creds").await;
+        kube.delete(&widgets(), in_ns, "gear").await;
+        kube.delete_namespace(&ns).await;
+        converges(&h, kube, name, &ns, &types).await;
+        assert!(h.stored(name, &ns).await.is_empty());
+    }
+    let report = h.readyz().await;
+    assert_eq!(report.status(), Status::Pass, "{}", report.to_text(true));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_selector_rule_syncs_only_matching_objects() {
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
+    let ns = unique("labels");
+    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+        .await;
+    let h = Harness::start(None).await;
+    let mut only_a = rule("team-a", &[("", "configmaps")], &[&ns]);
+    only_a.label_selector = Some("team=a".into());
+    h.rule(only_a).await;
+    let in_ns = Some(ns.as_str());
+    kube.create(
+        &configmaps(),
+        in_ns,
+        json!({"metadata": {"name": "one", "labels": {"team": "a"}}}),
+    )
+    .await;
+    kube.create(
+        &configmaps(),
+        in_ns,
+        json!({"metadata": {"name": "two", "labels": {"team": "b"}}}),
+    )
+    .await;
+    h.register("a", kube.kubeconfig.clone()).await;
+
+    let names = |stored: BTreeMap<String, Obj>| -> Vec<String> {
+        let mut names: Vec<String> = stored.into_values().map(|o| o.name).collect();
+        names.sort();
+        names
+    };
+    let expect = |want: &'static [&'static str]| {
+        let h = &h;
+        let ns = ns.clone();
+        async move {
+            let started = std::time::Instant::now();
+            loop {
+                let got = names(h.stored("a", &ns).await);
+                if got == want {
+                    return;
+                }
+                assert!(started.elapsed() < LIMIT, "stored {got:?}, want {want:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    expect(&["one"]).await;
+    kube.patch(
+        &configmaps(),
+        &ns,
+        "two",
+        json!({"metadata": {"labels": {"team": "a"}}}),
+    )
+    .await;
+    expect(&["one", "two"]).await;
+    kube.patch(
+        &configmaps(),
+        &ns,
+        "one",
+        json!({"metadata": {"labels": {"team": "c"}}}),
+    )
+    .await;
+    expect(&["two"]).await;
+    kube.delete_namespace(&ns).await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_cluster_leaves_no_documents() {
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_B").await;
+    let ns = unique("removed");
+    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+        .await;
+    kube.create(&configmaps(), Some(&ns), json!({"metadata": {"name": "x"}}))
+        .await;
+    let h = Harness::start(None).await;
+    h.rule(rule("cms", &[("", "configmaps")], &[&ns])).await;
+    h.register("gone-soon", kube.kubeconfig.clone()).await;
+    converges(&h, &kube, "gone-soon", &ns, &[configmaps()]).await;
+    assert!(!h.stored("gone-soon", &ns).await.is_empty());
+    let report = h.readyz().await;
+    assert!(report
+        .entries
+        .iter()
+        .any(|e| &*e.name == "Cluster/gone-soon"));
+
+    h.metastore
+        .delete::<Cluster>("gone-soon", None)
+        .await
+        .unwrap();
+    let storage = h.storage.clone();
+    wait_for(LIMIT, "the cluster's documents are removed", || {
+        let storage = storage.clone();
+        async move { storage.count(Some("gone-soon")).await.unwrap() == 0 }
+    })
+    .await;
+    let report = h.readyz().await;
+    assert!(!report
+        .entries
+        .iter()
+        .any(|e| &*e.name == "Cluster/gone-soon"));
+    kube.delete_namespace(&ns).await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_apiserver_fails_only_its_own_check_and_is_caught_up_with() {
+    let Some(mut private) = Apiserver::start() else {
+        panic!("KARPOR_TEST_APISERVER_BIN is not set: run scripts/services.sh start");
+    };
+    let dying = Kube::from_text(private.kubeconfig()).await;
+    let alive = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
+    let ns = unique("dead");
+    for kube in [&dying, &alive] {
+        kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+            .await;
+        kube.create(
+            &configmaps(),
+            Some(&ns),
+            json!({"metadata": {"name": "before"}}),
+        )
+        .await;
+    }
+    let h = Harness::start(None).await;
+    h.rule(rule("cms", &[("", "configmaps")], &[&ns])).await;
+    h.register("dying", dying.kubeconfig.clone()).await;
+    h.register("alive", alive.kubeconfig.clone()).await;
+    converges(&h, &dying, "dying", &ns, &[configmaps()]).await;
+    converges(&h, &alive, "alive", &ns, &[configmaps()]).await;
+
+    private.process.kill();
+    wait_for(LIMIT, "Cluster/dying fails as unreachable", || async {
+        let report = h.readyz().await;
+        let dying = report.entries.iter().find(|e| &*e.name == "Cluster/dying");
+        matches!(dying.map(|e| &e.outcome), Some(CheckOutcome::Fail(f)) if f.reason == Reason::Unreachable)
+    })
+    .await;
+    let report = h.readyz().await;
+    assert_eq!(report.status(), Status::Warn, "{}", report.to_text(false));
+    assert!(report.passed());
+    for entry in &report.entries {
+        if &*entry.name != "Cluster/dying" {
+            assert!(entry.outcome.is_pass(), "{}", report.to_text(true));
+        }
+    }
+    // The other cluster keeps syncing.
+    alive
+        .create(
+            &configmaps(),
+            Some(&ns),
+            json!({"metadata": {"name": "during"}}),
+        )
+        .await;
+    converges(&h, &alive, "alive", &ns, &[configmaps()]).await;
+
+    private.process.restart();
+    let dying = Kube::from_text(private.kubeconfig()).await;
+    dying
+        .create(
+            &configmaps(),
+            Some(&ns),
+            json!({"metadata": {"name": "after"}}),
+        )
+        .await;
+    dying.delete(&configmaps(), Some(&ns), "before").await;
+    converges(&h, &dying, "dying", &ns, &[configmaps()]).await;
+    wait_for(LIMIT, "readyz passes again", || async {
+        h.readyz().await.status() == Status::Pass
+    })
+    .await;
+    alive.delete_namespace(&ns).await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_that_stops_while_objects_change_ends_equal_to_the_cluster() {
+    let Some(mut elastic) = Elastic::start() else {
+        panic!("KARPOR_TEST_NOIDA_BIN is not set: run scripts/services.sh start");
+    };
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_B").await;
+    let ns = unique("outage");
+    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+        .await;
+    let in_ns = Some(ns.as_str());
+    for i in 0..40 {
+        kube.create(
+            &configmaps(),
+            in_ns,
+            json!({"metadata": {"name": format!("cm-{i}")}, "data": {"v": "0"}}),
+        )
+        .await;
+    }
+    let h = Harness::start(Some(StorageConfig::Elasticsearch(ElasticConfig {
+        url: elastic.url(),
+        username: None,
+        password: None,
+        index: "karpor-resources".into(),
+        refresh: RefreshPolicy::WaitFor,
+    })))
+    .await;
+    h.rule(rule("cms", &[("", "configmaps")], &[&ns])).await;
+    h.register("b", kube.kubeconfig.clone()).await;
+    converges(&h, &kube, "b", &ns, &[configmaps()]).await;
+
+    // A clean stop, so the server keeps what it acknowledged.
+    elastic.process.stop();
+    for i in 0..10 {
+        kube.patch(
+            &configmaps(),
+            &ns,
+            &format!("cm-{i}"),
+            json!({"data": {"v": "1"}}),
+        )
+        .await;
+    }
+    for i in 10..20 {
+        kube.delete(&configmaps(), in_ns, &format!("cm-{i}")).await;
+    }
+    for i in 40..60 {
+        kube.create(
+            &configmaps(),
+            in_ns,
+            json!({"metadata": {"name": format!("cm-{i}")}}),
+        )
+        .await;
+    }
+    // Long enough for writes to fail and back off.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let report = h.readyz().await;
+    assert_eq!(report.status(), Status::Fail, "{}", report.to_text(false));
+
+    elastic.process.restart();
+    converges(&h, &kube, "b", &ns, &[configmaps()]).await;
+    kube.delete_namespace(&ns).await;
+    h.stop().await;
+}
+
+/// The "done when": `karpor serve` on the embedded default, a cluster registered
+/// (here through `karpor metadata import`), and every object of the default rule is
+/// searchable within seconds of its creation. Also: the kubeconfig's token is never
+/// logged and never indexed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn karpor_serve_on_the_embedded_default_makes_new_objects_searchable_within_seconds() {
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
+    let dir = tempfile::tempdir().unwrap();
+    let karpor = support::Spawn::serve(support::EMBEDDED)
+        .in_dir(dir.path())
+        .start();
+    let export = json!({
+        "format": "karpor-metadata/v1",
+        "clusters": [{"record": {"name": "a", "kubeconfig": kube.kubeconfig},
+            "createdAt": "2026-11-29T00:00:00Z", "updatedAt": "2026-11-29T00:00:00Z"}],
+        "syncRules": [], "resourceGroupRules": []
+    });
+    let import = dir.path().join("import.json");
+    std::fs::write(&import, export.to_string()).unwrap();
+    std::fs::write(dir.path().join("karpor.yaml"), support::EMBEDDED).unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_karpor"))
+        .args(["metadata", "import", "--config", "karpor.yaml"])
+        .arg(&import)
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let url = karpor.url("/readyz");
+    wait_for(LIMIT, "Cluster/a is ready", || {
+        let url = url.clone();
+        async move {
+            let (code, body) = support::get(&url).await;
+            code == 200 && body.contains("[+] Cluster/a ok")
+        }
+    })
+    .await;
+
+    let storage = karpor_storage::connect(&StorageConfig::Sqlite {
+        path: dir.path().join("data/resources.db"),
+    })
+    .await
+    .unwrap();
+    let ns = unique("e2e");
+    let created = std::time::Instant::now();
+    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+        .await;
+    kube.create(
+        &configmaps(),
+        Some(&ns),
+        json!({"metadata": {"name": "found-me"}}),
+    )
+    .await;
+    let query = karpor_search::parse(&format!(
+        "select * from resources where kind = 'ConfigMap' and namespace = '{ns}'"
+    ))
+    .unwrap();
+    wait_for(
+        Duration::from_secs(10),
+        "the new ConfigMap is searchable",
+        || {
+            let (storage, query) = (storage.clone(), query.clone());
+            async move { storage.search(&query, 0, 10).await.unwrap().total == 1 }
+        },
+    )
+    .await;
+    eprintln!("searchable {:?} after creation", created.elapsed());
+
+    let logs = karpor.logs();
+    assert!(!logs.contains(support::services::APISERVER_TOKEN), "{logs}");
+    let token =
+        karpor_search::parse("select * from resources where contains(content, 'test-admin-token')")
+            .unwrap();
+    assert_eq!(storage.search(&token, 0, 1).await.unwrap().total, 0);
+    kube.delete_namespace(&ns).await;
+}
