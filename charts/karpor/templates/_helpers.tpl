@@ -209,7 +209,17 @@ src/config and docs/configuration.md.
 {{- $_ := set $storage "index" $es.index }}
 {{- $_ := set $storage "refresh" (toString $es.refresh) }}
 {{- end }}
-{{- $health := dict "check_timeout" $v.health.checkTimeout "deadline" $v.health.deadline "cache_ttl" $v.health.cacheTtl "failure_threshold" (int $v.health.failureThreshold) "success_threshold" (int $v.health.successThreshold) "checks" $v.health.checks }}
+{{- /* Checks named after the server's upstreams do not exist in the syncer, and karpor
+refuses settings for an unknown check: the syncer's file leaves them out. */}}
+{{- $upstreamNames := list "syncer-remote" }}
+{{- range $v.readiness.upstreams }}{{ $upstreamNames = append $upstreamNames (lower .name) }}{{ end }}
+{{- $checks := dict }}
+{{- range $name, $check := $v.health.checks }}
+{{- if or (eq $.role "server") (not (has (lower $name) $upstreamNames)) }}
+{{- $_ := set $checks $name $check }}
+{{- end }}
+{{- end }}
+{{- $health := dict "check_timeout" $v.health.checkTimeout "deadline" $v.health.deadline "cache_ttl" $v.health.cacheTtl "failure_threshold" (int $v.health.failureThreshold) "success_threshold" (int $v.health.successThreshold) "checks" $checks }}
 {{- if eq (include "karpor.hasCredential" (dict "root" .root "name" "admin-token")) "true" }}
 {{- $_ := set $health "admin_token" (dict "file" (printf "%s/admin-token" $secrets)) }}
 {{- end }}
