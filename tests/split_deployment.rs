@@ -29,7 +29,7 @@ fn shared(etcd: &str, es: &str, prefix: &str, index: &str) -> String {
         "server: {{syncer: false}}\n\
          metadata: {{backend: etcd, etcd: {{endpoints: ['{etcd}'], prefix: '{prefix}'}}}}\n\
          storage: {{backend: elasticsearch, url: '{es}', index: '{index}', refresh: 'true'}}\n\
-         shutdown: {{drain_delay: 2s, grace_period: 500ms}}\n"
+         shutdown: {{drain_delay: 3s, grace_period: 500ms}}\n"
     )
 }
 
@@ -138,7 +138,7 @@ async fn server_and_syncer_as_two_processes_and_the_server_follows_the_syncer_on
     // drains, the server reports the syncer's own reason; once it is gone, unreachable.
     syncer.as_ref().unwrap().signal("TERM");
     wait_for(
-        Duration::from_secs(2),
+        Duration::from_secs(3),
         "server sees the syncer draining",
         || async {
             let (status, body) = get(&server.url("/readyz")).await;
