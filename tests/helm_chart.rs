@@ -249,7 +249,12 @@ fn etcd_and_elasticsearch_bundled_render_and_validate() {
         at(container(syncer), "args"),
         Some(&yaml("[syncer, --config, /etc/karpor/config/karpor.yaml]"))
     );
-    assert!(objects.has(&format!("Service/{RELEASE}-syncer")));
+    let service = objects.get(&format!("Service/{RELEASE}-syncer"));
+    assert_eq!(
+        at(service, "spec.publishNotReadyAddresses"),
+        Some(&Value::Bool(true)),
+        "the upstream check reads the syncer's own answer, ready or not"
+    );
 
     let server: Value = yaml(&objects.config("server").unwrap());
     assert_eq!(at(&server, "server.syncer"), Some(&Value::Bool(false)));
