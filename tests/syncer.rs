@@ -744,7 +744,7 @@ async fn karpor_serve_on_the_embedded_default_makes_new_objects_searchable_withi
     std::fs::write(&import, export.to_string()).unwrap();
     std::fs::write(dir.path().join("karpor.yaml"), support::EMBEDDED).unwrap();
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_karpor"))
-        .args(["metadata", "import", "--config", "karpor.yaml"])
+        .args(["metadata", "import", "--config", "karpor.yaml", "--input"])
         .arg(&import)
         .current_dir(dir.path())
         .status()
