@@ -92,3 +92,71 @@ impl HealthReporter for ClusterCheck {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{SyncSettings, Syncer, SyncerParts};
+    use karpor_health::{HealthChecker, HealthMetrics, Settings};
+    use prometheus_client::registry::Registry;
+    use tokio_util::sync::CancellationToken;
+
+    #[tokio::test]
+    async fn passes_with_no_cluster_while_running_and_fails_once_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = karpor_storage::connect(&karpor_storage::StorageConfig::Sqlite {
+            path: dir.path().join("r.db"),
+        })
+        .await
+        .unwrap();
+        let metastore = karpor_metastore::connect(&karpor_metastore::MetastoreConfig::Sqlite {
+            path: dir.path().join("m.db"),
+            encryption_key_file: None,
+        })
+        .await
+        .unwrap();
+        let mut registry = Registry::default();
+        let mut syncer = Syncer::new(SyncerParts {
+            metastore,
+            storage,
+            health: HealthChecker::new(Settings::default(), HealthMetrics::new(&mut registry)),
+            critical: Default::default(),
+            metrics: crate::metrics(&mut registry),
+            settings: SyncSettings::default(),
+        });
+        let stop = CancellationToken::new();
+        syncer.start(stop.clone());
+        let check = syncer.check();
+        assert_eq!(check.check().await, CheckOutcome::Pass);
+        assert_eq!(syncer.status().initial_sync(), (0, 0));
+        stop.cancel();
+        syncer.join().await;
+        assert!(matches!(check.check().await, CheckOutcome::Fail(f) if f.reason == Reason::Stale));
+    }
+
+    #[tokio::test]
+    async fn a_cluster_holds_readiness_until_its_first_list_or_an_error() {
+        let status = SyncStatus::new(crate::SyncMetrics::default());
+        let progress = status.track("prod");
+        assert_eq!(status.initial_sync(), (0, 1));
+        progress.set_state(SyncState::Syncing);
+        assert_eq!(status.initial_sync(), (0, 1));
+        progress.set_state(SyncState::Error(Reason::Unreachable));
+        assert_eq!(
+            status.initial_sync(),
+            (1, 1),
+            "a dead member does not hold readiness"
+        );
+        progress.set_state(SyncState::Syncing);
+        assert_eq!(status.initial_sync(), (0, 1));
+        progress.set_state(SyncState::Synced);
+        progress.set_state(SyncState::Syncing);
+        assert_eq!(
+            status.initial_sync(),
+            (1, 1),
+            "a relist after the first does not"
+        );
+        status.forget("prod");
+        assert_eq!(status.initial_sync(), (0, 0));
+    }
+}

@@ -186,11 +186,15 @@ impl ClusterRun {
                 return;
             }
         }
-        for (key, target) in wanted {
-            if running.contains_key(&key) {
-                continue;
-            }
+        let new: Vec<(TargetKey, Target)> = wanted
+            .into_iter()
+            .filter(|(key, _)| !running.contains_key(key))
+            .collect();
+        // All owed before any starts: a fast first list must not find nothing else owed.
+        for (key, _) in &new {
             lists.expect(key.clone());
+        }
+        for (key, target) in new {
             let stop = CancellationToken::new();
             let watcher = Watcher {
                 client: client.clone(),
