@@ -712,10 +712,10 @@ async fn storage_that_stops_while_objects_change_ends_equal_to_the_cluster() {
         )
         .await;
     }
-    // Long enough for writes to fail and back off.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let report = h.readyz().await;
-    assert_eq!(report.status(), Status::Fail, "{}", report.to_text(false));
+    wait_for(LIMIT, "readiness fails while storage is down", || async {
+        h.readyz().await.status() == Status::Fail
+    })
+    .await;
 
     elastic.process.restart();
     converges(&h, &kube, "b", &ns, &[configmaps()]).await;
