@@ -56,6 +56,7 @@ apt_install_missing() {
   command -v curl >/dev/null || missing+=(curl)
   command -v openssl >/dev/null || missing+=(openssl)
   command -v unzip >/dev/null || missing+=(unzip)
+  command -v chromium >/dev/null || missing+=(chromium)
   if ((${#missing[@]})); then
     log "apt installing: ${missing[*]}"
     apt-get update -qq
@@ -119,12 +120,22 @@ install_helm() {
   "$HELM_BIN" version --short >&2
 }
 
+# The browser test's driver, at the version its lockfile pins; it drives Debian's
+# Chromium (no browser download).
+install_browser_driver() {
+  [ -d "$KARPOR_ROOT/tests/ui/node_modules/playwright-core" ] && return 0
+  log "installing playwright-core for the browser test"
+  (cd "$KARPOR_ROOT/tests/ui" && npm ci --no-audit --no-fund -q >/dev/null) ||
+    die "npm ci in tests/ui failed"
+}
+
 install_services() {
   mkdir -p "$CACHE_DIR"
   apt_install_missing
   venv_install
   build_apiserver
   install_helm
+  install_browser_driver
 }
 
 record_pid() { echo "$2 $1" >>"$PIDS_FILE"; log "started $1 (pid $2)"; }
@@ -255,6 +266,8 @@ start_services() {
   KARPOR_TEST_OSMEM_BIN=$(ls "$VENV"/lib/python3*/site-packages/osmem_server/bin/osmem-server)
   export KARPOR_TEST_NOIDA_BIN KARPOR_TEST_OSMEM_BIN
   export KARPOR_TEST_HELM="$HELM_BIN"
+  KARPOR_TEST_CHROMIUM=$(command -v chromium)
+  export KARPOR_TEST_CHROMIUM
   env | grep '^KARPOR_TEST_' | sed 's/^/export /' >"$RUN_DIR/env.sh"
   log "all services ready; addresses in $RUN_DIR/env.sh"
   env | grep '^KARPOR_TEST_' | sed 's/^/[services]   /' >&2

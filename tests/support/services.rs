@@ -93,6 +93,11 @@ impl Managed {
         }
     }
 
+    /// The running process's id (for a test that hands the kill to another program).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// SIGKILL: the abrupt death a crash or OOM kill gives.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
