@@ -51,16 +51,17 @@ impl Supervisor {
         let mut state = State::default();
         let mut retry = Duration::from_millis(500);
         while !stop.is_cancelled() {
-            let watched = self.follow(&mut state, &stop).await;
-            if let Err(e) = watched {
-                tracing::warn!(error = %e, "cannot follow the metadata store; clusters keep syncing, retrying");
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(retry) => {}
+            match self.follow(&mut state, &stop).await {
+                Ok(()) => retry = Duration::from_millis(500),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot follow the metadata store; clusters keep syncing, retrying");
+                    retry = (retry * 2).min(Duration::from_secs(10));
                 }
-                retry = (retry * 2).min(Duration::from_secs(10));
-            } else {
-                retry = Duration::from_millis(500);
+            }
+            // Also after a feed that simply ended: never a tight list-and-watch loop.
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(retry) => {}
             }
         }
         for (name, running) in std::mem::take(&mut state.running) {
