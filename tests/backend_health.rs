@@ -114,8 +114,12 @@ async fn restart_and_expect_ready(karpor: &Karpor, process: &mut Managed) {
         get(&karpor.url("/readyz")).await.0 == 200
     })
     .await;
-    let logs = karpor.logs();
-    assert!(logs.contains("health check failed") && logs.contains("health check recovered"));
+    // The transition lines reach the test through a reader thread: wait, do not race.
+    wait_for(Duration::from_secs(5), "both transitions are logged", || async {
+        let logs = karpor.logs();
+        logs.contains("health check failed") && logs.contains("health check recovered")
+    })
+    .await;
 }
 
 const SERVER_DOWN: &str =
