@@ -2,6 +2,10 @@
 //! (`cargo bench -p karpor-storage --bench storage_search`): the embedded backend, and the
 //! Elasticsearch-API server for reference when `KARPOR_TEST_ES_URL` is set
 //! (`source target/test-services/env.sh`). One run, one client.
+//!
+//! `KARPOR_BENCH_DOCS` sets the document count (default 100,000), for quick iterations
+//! and for Elasticsearch-API servers too slow to ingest 100,000; `KARPOR_BENCH_DIR` keeps
+//! the SQLite file there (it must not exist yet) for `EXPLAIN QUERY PLAN` afterwards.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -124,14 +128,18 @@ async fn measure(name: &str, storage: Arc<dyn Storage>, docs: &[ResourceDocument
 
 #[tokio::main]
 async fn main() {
-    let docs: Vec<ResourceDocument> = (0..DOCUMENTS).map(pod).collect();
-    println!("{DOCUMENTS} Pod documents, {RUNS} runs a query, first page of {PAGE} with total");
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = connect(&StorageConfig::Sqlite {
-        path: dir.path().join("resources.db"),
-    })
-    .await
-    .unwrap();
+    let count = std::env::var("KARPOR_BENCH_DOCS")
+        .map(|n| n.parse().expect("KARPOR_BENCH_DOCS is a whole number"))
+        .unwrap_or(DOCUMENTS);
+    let docs: Vec<ResourceDocument> = (0..count).map(pod).collect();
+    println!("{count} Pod documents, {RUNS} runs a query, first page of {PAGE} with total");
+    let temp = tempfile::tempdir().unwrap();
+    let path = match std::env::var_os("KARPOR_BENCH_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir).join("resources.db"),
+        None => temp.path().join("resources.db"),
+    };
+    assert!(!path.exists(), "{} exists already", path.display());
+    let sqlite = connect(&StorageConfig::Sqlite { path }).await.unwrap();
     measure("sqlite (embedded)", sqlite, &docs).await;
     match std::env::var("KARPOR_TEST_ES_URL") {
         Ok(url) => {

@@ -70,13 +70,20 @@ fn param(field: &Field, value: &Value) -> Param {
 }
 
 /// Writes `predicate` (given the value expression) on `field`. Absent values (a missing
-/// label, a null time) never match, and the predicate is never NULL, so NOT is plain
-/// two-valued logic, as in the Elasticsearch translation.
-fn on(field: &Field, sql: &mut Sql, predicate: impl FnOnce(&str, &mut Sql) -> String) {
+/// label, a null time) never match, and NOT is plain two-valued logic, as in the
+/// Elasticsearch translation. A NULL only needs turning into false under an odd number of
+/// NOTs (`flipped`); elsewhere it already acts as false, and the bare comparison lets the
+/// planner use an index for it.
+fn on(
+    field: &Field,
+    sql: &mut Sql,
+    flipped: bool,
+    predicate: impl FnOnce(&str, &mut Sql) -> String,
+) {
     match target(field) {
         Target::Column(column, nullable) => {
             let body = predicate(column, sql);
-            if nullable {
+            if nullable && flipped {
                 sql.text.push_str(&format!("COALESCE(({body}), 0)"));
             } else {
                 sql.text.push_str(&format!("({body})"));
@@ -93,6 +100,10 @@ fn on(field: &Field, sql: &mut Sql, predicate: impl FnOnce(&str, &mut Sql) -> St
 }
 
 pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
+    filter_in(expr, sql, false);
+}
+
+fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
     match expr {
         Expr::All => sql.text.push('1'),
         Expr::And(all) | Expr::Or(all) => {
@@ -106,15 +117,15 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
                 if i > 0 {
                     sql.text.push_str(joiner);
                 }
-                filter(e, sql);
+                filter_in(e, sql, flipped);
             }
             sql.text.push(')');
         }
         Expr::Not(inner) => {
             sql.text.push_str("NOT ");
-            filter(inner, sql);
+            filter_in(inner, sql, !flipped);
         }
-        Expr::Compare { field, op, value } => on(field, sql, |v, sql| {
+        Expr::Compare { field, op, value } => on(field, sql, flipped, |v, sql| {
             let op = match op {
                 Op::Eq => "=",
                 Op::NotEq => "!=",
@@ -130,7 +141,7 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
             field,
             values,
             negated,
-        } => on(field, sql, |v, sql| {
+        } => on(field, sql, flipped, |v, sql| {
             let list: Vec<&str> = values.iter().map(|x| sql.bind(param(field, x))).collect();
             let not = if *negated { "NOT " } else { "" };
             format!("{v} {not}IN ({})", list.join(", "))
@@ -140,7 +151,7 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
             low,
             high,
             negated,
-        } => on(field, sql, |v, sql| {
+        } => on(field, sql, flipped, |v, sql| {
             let (lo, hi) = (sql.bind(param(field, low)), sql.bind(param(field, high)));
             let not = if *negated { "NOT " } else { "" };
             format!("{v} {not}BETWEEN {lo} AND {hi}")
@@ -149,7 +160,7 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
             field,
             pattern,
             negated,
-        } => on(field, sql, |v, sql| {
+        } => on(field, sql, flipped, |v, sql| {
             let pattern = if *field == Field::Kind {
                 pattern.to_lowercase()
             } else {
@@ -166,15 +177,29 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
             ));
         }
         Expr::Keyword(term) => {
-            let glob = format!("*{}*", glob_escape(term));
-            let mut parts = vec![
-                format!("r.name GLOB {}", sql.bind(Param::Text(glob.clone()))),
-                format!("r.namespace GLOB {}", sql.bind(Param::Text(glob.clone()))),
-                format!(
+            let mut parts = Vec::new();
+            if term.contains('\n') {
+                // `keywords` holds one item a line, so a term spanning lines could match
+                // across two; such a term is looked for in each item.
+                let glob = format!("*{}*", glob_escape(term));
+                parts.push(format!(
+                    "r.name GLOB {}",
+                    sql.bind(Param::Text(glob.clone()))
+                ));
+                parts.push(format!(
+                    "r.namespace GLOB {}",
+                    sql.bind(Param::Text(glob.clone()))
+                ));
+                parts.push(format!(
                     "r.rowid IN (SELECT p.doc FROM resource_labels p WHERE p.key || '=' || p.value GLOB {})",
                     sql.bind(Param::Text(glob))
-                ),
-            ];
+                ));
+            } else {
+                parts.push(format!(
+                    "instr(r.keywords, {}) > 0",
+                    sql.bind(Param::Text(term.clone()))
+                ));
+            }
             let words = karpor_search::words(term);
             if !words.is_empty() {
                 let p = sql.bind(Param::Text(fts_all(&words)));
@@ -185,6 +210,23 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
             sql.text.push_str(&format!("({})", parts.join(" OR ")));
         }
     }
+}
+
+/// What keyword search matches as a substring (see `Expr::Keyword` above): the name, the
+/// namespace and each label as `key=value`, one a line.
+pub(crate) fn keywords<'a>(
+    name: &str,
+    namespace: &str,
+    labels: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> String {
+    let mut text = format!("{name}\n{namespace}");
+    for (key, value) in labels {
+        text.push('\n');
+        text.push_str(key);
+        text.push('=');
+        text.push_str(value);
+    }
+    text
 }
 
 /// `ORDER BY`: the query's keys (absent values last, as Elasticsearch puts them), then id.
