@@ -38,21 +38,22 @@ CREATE TABLE resource_docs (
 );
 
 -- Labels and annotations, a row a pair, so `labels.KEY = 'v'` is an index lookup rather
--- than parsing every document's JSON.
+-- than parsing every document's JSON: by pair for the documents that have it, by document
+-- to check one that another index found.
 CREATE TABLE resource_labels (
     doc INTEGER NOT NULL,
     key TEXT NOT NULL,
     value TEXT NOT NULL
 );
 CREATE INDEX resource_labels_pair ON resource_labels (key, value, doc);
-CREATE INDEX resource_labels_doc ON resource_labels (doc);
+CREATE INDEX resource_labels_doc ON resource_labels (doc, key, value);
 CREATE TABLE resource_annotations (
     doc INTEGER NOT NULL,
     key TEXT NOT NULL,
     value TEXT NOT NULL
 );
 CREATE INDEX resource_annotations_pair ON resource_annotations (key, value, doc);
-CREATE INDEX resource_annotations_doc ON resource_annotations (doc);
+CREATE INDEX resource_annotations_doc ON resource_annotations (doc, key, value);
 
 -- Full text of each document's object, by the document's rowid. karpor has already split
 -- the text into lowercase words of letters and digits, space-separated; the `ascii`
@@ -65,4 +66,14 @@ CREATE VIRTUAL TABLE resources_fts USING fts5(
     contentless_delete = 1,
     detail = none,
     tokenize = 'ascii'
+);
+
+-- Each document's `keywords` as trigrams: narrows keyword search (a substring of at least
+-- three characters contains all of its trigrams) to few rows before `instr` checks them.
+CREATE VIRTUAL TABLE resources_keywords USING fts5(
+    keywords,
+    content = '',
+    contentless_delete = 1,
+    detail = none,
+    tokenize = 'trigram case_sensitive 1'
 );

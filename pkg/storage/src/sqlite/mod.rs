@@ -87,6 +87,7 @@ impl SqliteStorage {
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
         for (table, column) in [
             ("resources_fts", "rowid"),
+            ("resources_keywords", "rowid"),
             ("resource_docs", "doc"),
             ("resource_labels", "doc"),
             ("resource_annotations", "doc"),
@@ -134,6 +135,7 @@ impl ResourceStorage for SqliteStorage {
             let doc = serde_json::to_string(d).map_err(|e| StorageError::Corrupt(e.to_string()))?;
             let labels = serde_json::to_string(&d.labels).unwrap_or_default();
             let annotations = serde_json::to_string(&d.annotations).unwrap_or_default();
+            let keywords = keywords(&d.name, &d.namespace, &d.labels);
             let row = sqlx::query(
                 "INSERT INTO resources (id, cluster, api_version, kind, kind_lower, namespace, name, \
                  uid, resource_version, creation_ts, deletion_ts, sync_at, deleted, keywords) \
@@ -161,11 +163,19 @@ impl ResourceStorage for SqliteStorage {
             .bind(d.deletion_timestamp.map(millis))
             .bind(millis(d.sync_at))
             .bind(d.deleted)
-            .bind(keywords(&d.name, &d.namespace, &d.labels))
+            .bind(&keywords)
             .fetch_one(&mut *tx)
             .await
             .map_err(from_sqlx)?;
             let rowid: i64 = row.try_get(0).map_err(from_sqlx)?;
+            sqlx::query(
+                "INSERT OR REPLACE INTO resources_keywords (rowid, keywords) VALUES (?, ?)",
+            )
+            .bind(rowid)
+            .bind(keywords)
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
             sqlx::query(
                 "INSERT OR REPLACE INTO resource_docs (doc, labels, annotations, body) \
                  VALUES (?, ?, ?, ?)",
@@ -367,5 +377,72 @@ impl SearchStorage for SqliteStorage {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn doc(uid: &str, name: &str, labels: &[(&str, &str)]) -> ResourceDocument {
+        let at = OffsetDateTime::UNIX_EPOCH;
+        ResourceDocument {
+            cluster: "c".to_owned(),
+            api_version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+            namespace: "ns".to_owned(),
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            annotations: BTreeMap::new(),
+            owner_references: Vec::new(),
+            creation_timestamp: Some(at),
+            deletion_timestamp: None,
+            resource_version: "1".to_owned(),
+            sync_at: at,
+            deleted: false,
+            object: serde_json::json!({}),
+        }
+    }
+
+    async fn names(storage: &SqliteStorage, term: &str) -> Vec<String> {
+        let query = karpor_search::keyword(term).unwrap();
+        let found = storage.search(&query, 0, 10).await.unwrap();
+        assert_eq!(found.total as usize, found.items.len());
+        found.items.into_iter().map(|d| d.name).collect()
+    }
+
+    /// Keyword search takes three paths (trigrams, a short term, a term with a line
+    /// break); each must find a substring of the name, the namespace or one label only.
+    #[tokio::test]
+    async fn keyword_terms_match_within_one_item_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = SqliteStorage::open(&dir.path().join("r.db")).await.unwrap();
+        storage
+            .upsert(&[
+                doc("1", "web", &[("app", "shop")]),
+                doc("2", "api", &[("note", "a\nb"), ("tier", "fe")]),
+                doc("3", "xy", &[]),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(names(&storage, "app=sh").await, ["web"]);
+        assert_eq!(names(&storage, "y").await, ["xy"]);
+        assert_eq!(names(&storage, "=f").await, ["api"]);
+        assert_eq!(names(&storage, "e=a\nb").await, ["api"]);
+        // Adjacent items of one document are not one string.
+        assert!(names(&storage, "web\nns").await.is_empty());
+        assert!(names(&storage, "ns\nap").await.is_empty());
+        assert!(names(&storage, "b\ntier").await.is_empty());
+        // Updates and deletes leave nothing behind in the trigram index.
+        storage.upsert(&[doc("1", "web", &[])]).await.unwrap();
+        assert!(names(&storage, "app=sh").await.is_empty());
+        assert!(storage.delete("c", "2").await.unwrap());
+        assert!(names(&storage, "=f").await.is_empty());
     }
 }

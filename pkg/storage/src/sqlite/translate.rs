@@ -15,6 +15,9 @@ pub(crate) enum Param {
 pub(crate) struct Sql {
     pub text: String,
     pub params: Vec<Param>,
+    /// The query has a conjunct that an index narrows well (see [`narrows`]): cluster and
+    /// label predicates then only check the rows it finds.
+    probe: bool,
 }
 
 impl Sql {
@@ -83,6 +86,13 @@ fn on(
     match target(field) {
         Target::Column(column, nullable) => {
             let body = predicate(column, sql);
+            // Unary plus changes no value but keeps the planner off the cluster index:
+            // clusters are few, so it narrows little when another index can.
+            let body = if sql.probe && column == "r.cluster" {
+                format!("+{body}")
+            } else {
+                body
+            };
             if nullable && flipped {
                 sql.text.push_str(&format!("COALESCE(({body}), 0)"));
             } else {
@@ -92,14 +102,44 @@ fn on(
         Target::Map(table, key) => {
             let key = sql.bind(Param::Text(key));
             let body = predicate("p.value", sql);
-            sql.text.push_str(&format!(
-                "r.rowid IN (SELECT p.doc FROM {table} p WHERE p.key = {key} AND ({body}))"
-            ));
+            // The same set either way: an IN list the planner can start from, or, when
+            // another index finds the rows, a probe of each (building a set of a common
+            // label's documents would cost more than the rows it is checked against).
+            if sql.probe {
+                sql.text.push_str(&format!(
+                    "EXISTS (SELECT 1 FROM {table} p \
+                     WHERE p.doc = r.rowid AND p.key = {key} AND ({body}))"
+                ));
+            } else {
+                sql.text.push_str(&format!(
+                    "r.rowid IN (SELECT p.doc FROM {table} p WHERE p.key = {key} AND ({body}))"
+                ));
+            }
         }
     }
 }
 
+/// A conjunct an index answers with few rows as a rule: equality or a list on the
+/// namespace, the name or the kind.
+fn narrows(expr: &Expr) -> bool {
+    match expr {
+        Expr::And(all) => all.iter().any(narrows),
+        Expr::Compare {
+            field: Field::Namespace | Field::Name | Field::Kind,
+            op: Op::Eq,
+            ..
+        }
+        | Expr::In {
+            field: Field::Namespace | Field::Name | Field::Kind,
+            negated: false,
+            ..
+        } => true,
+        _ => false,
+    }
+}
+
 pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
+    sql.probe = narrows(expr);
     filter_in(expr, sql, false);
 }
 
@@ -178,9 +218,10 @@ fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
         }
         Expr::Keyword(term) => {
             let mut parts = Vec::new();
-            if term.contains('\n') {
+            if term.contains(['\n', '\0']) {
                 // `keywords` holds one item a line, so a term spanning lines could match
-                // across two; such a term is looked for in each item.
+                // across two; such a term (or one with a NUL, where SQLite's text
+                // functions may stop) is looked for in each item.
                 let glob = format!("*{}*", glob_escape(term));
                 parts.push(format!(
                     "r.name GLOB {}",
@@ -195,10 +236,19 @@ fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
                     sql.bind(Param::Text(glob))
                 ));
             } else {
-                parts.push(format!(
-                    "instr(r.keywords, {}) > 0",
-                    sql.bind(Param::Text(term.clone()))
-                ));
+                // Parameters bind in text order: the trigrams' MATCH comes first.
+                let trigrams = trigrams(term);
+                let narrowed = if trigrams.is_empty() {
+                    String::new()
+                } else {
+                    let p = sql.bind(Param::Text(trigrams));
+                    format!(
+                        "r.rowid IN (SELECT rowid FROM resources_keywords \
+                         WHERE resources_keywords MATCH {p}) AND "
+                    )
+                };
+                let found = sql.bind(Param::Text(term.clone()));
+                parts.push(format!("({narrowed}instr(r.keywords, {found}) > 0)"));
             }
             let words = karpor_search::words(term);
             if !words.is_empty() {
@@ -261,6 +311,20 @@ fn fts_all(words: &[String]) -> String {
         .join(" ")
 }
 
+/// Every run of three characters of `term`, as FTS5 strings (implicitly ANDed): what a
+/// text containing `term` has among its trigrams. Empty below three characters.
+fn trigrams(term: &str) -> String {
+    let chars: Vec<char> = term.chars().collect();
+    let mut seen = std::collections::BTreeSet::new();
+    chars
+        .windows(3)
+        .map(|w| w.iter().collect::<String>())
+        .filter(|t| seen.insert(t.clone()))
+        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// SQL LIKE to GLOB (which is case-sensitive, as Elasticsearch's wildcard is).
 fn like_to_glob(pattern: &str) -> String {
     pattern
@@ -306,6 +370,13 @@ mod tests {
                 Param::Int(0),
             ]
         );
+    }
+
+    #[test]
+    fn trigrams_are_quoted_and_once_each() {
+        assert_eq!(trigrams("ab"), "");
+        assert_eq!(trigrams("a\"bab\""), r#""a""b" """ba" "bab" "ab""""#);
+        assert_eq!(trigrams("aaaa"), r#""aaa""#);
     }
 
     #[test]
