@@ -131,11 +131,14 @@ impl ResourceStorage for SqliteStorage {
 
     async fn upsert(&self, documents: &[ResourceDocument]) -> Result<(), StorageError> {
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
+        // The last version of each document in the batch, by rowid: the pair and full
+        // text tables are then written for the whole batch in a few statements over JSON
+        // arrays (json_each) instead of a few statements a document.
+        let mut written = std::collections::BTreeMap::new();
         for d in documents {
             let doc = serde_json::to_string(d).map_err(|e| StorageError::Corrupt(e.to_string()))?;
             let labels = serde_json::to_string(&d.labels).unwrap_or_default();
             let annotations = serde_json::to_string(&d.annotations).unwrap_or_default();
-            let keywords = keywords(&d.name, &d.namespace, &d.labels);
             let row = sqlx::query(
                 "INSERT INTO resources (id, cluster, api_version, kind, kind_lower, namespace, name, \
                  uid, resource_version, creation_ts, deletion_ts, sync_at, deleted, keywords) \
@@ -163,19 +166,11 @@ impl ResourceStorage for SqliteStorage {
             .bind(d.deletion_timestamp.map(millis))
             .bind(millis(d.sync_at))
             .bind(d.deleted)
-            .bind(&keywords)
+            .bind(keywords(&d.name, &d.namespace, &d.labels))
             .fetch_one(&mut *tx)
             .await
             .map_err(from_sqlx)?;
             let rowid: i64 = row.try_get(0).map_err(from_sqlx)?;
-            sqlx::query(
-                "INSERT OR REPLACE INTO resources_keywords (rowid, keywords) VALUES (?, ?)",
-            )
-            .bind(rowid)
-            .bind(keywords)
-            .execute(&mut *tx)
-            .await
-            .map_err(from_sqlx)?;
             sqlx::query(
                 "INSERT OR REPLACE INTO resource_docs (doc, labels, annotations, body) \
                  VALUES (?, ?, ?, ?)",
@@ -187,33 +182,61 @@ impl ResourceStorage for SqliteStorage {
             .execute(&mut *tx)
             .await
             .map_err(from_sqlx)?;
-            for (table, pairs) in [
-                ("resource_labels", &d.labels),
-                ("resource_annotations", &d.annotations),
-            ] {
-                sqlx::query(&format!("DELETE FROM {table} WHERE doc = ?"))
-                    .bind(rowid)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(from_sqlx)?;
-                for (key, value) in pairs {
-                    sqlx::query(&format!(
-                        "INSERT INTO {table} (doc, key, value) VALUES (?, ?, ?)"
-                    ))
-                    .bind(rowid)
-                    .bind(key)
-                    .bind(value)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(from_sqlx)?;
-                }
-            }
-            sqlx::query("INSERT OR REPLACE INTO resources_fts (rowid, content) VALUES (?, ?)")
-                .bind(rowid)
-                .bind(d.content())
-                .execute(&mut *tx)
-                .await
-                .map_err(from_sqlx)?;
+            written.insert(rowid, d);
+        }
+        let rowids = serde_json::to_string(&written.keys().collect::<Vec<_>>())
+            .map_err(|e| StorageError::Corrupt(e.to_string()))?;
+        let rows = |row: &dyn Fn(&ResourceDocument) -> serde_json::Value| {
+            let all: Vec<serde_json::Value> = written
+                .iter()
+                .map(|(rowid, d)| serde_json::json!([rowid, row(d)]))
+                .collect();
+            serde_json::Value::Array(all).to_string()
+        };
+        for (table, pairs) in [
+            ("resource_labels", rows(&|d| serde_json::json!(d.labels))),
+            (
+                "resource_annotations",
+                rows(&|d| serde_json::json!(d.annotations)),
+            ),
+        ] {
+            sqlx::query(&format!(
+                "DELETE FROM {table} WHERE doc IN (SELECT value FROM json_each(?))"
+            ))
+            .bind(&rowids)
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
+            sqlx::query(&format!(
+                "INSERT INTO {table} (doc, key, value) \
+                 SELECT d.value ->> 0, p.key, p.value \
+                 FROM json_each(?) d, json_each(d.value -> 1) p"
+            ))
+            .bind(pairs)
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
+        }
+        for (table, column, text) in [
+            (
+                "resources_fts",
+                "content",
+                rows(&|d| serde_json::json!(d.content())),
+            ),
+            (
+                "resources_keywords",
+                "keywords",
+                rows(&|d| serde_json::json!(keywords(&d.name, &d.namespace, &d.labels))),
+            ),
+        ] {
+            sqlx::query(&format!(
+                "INSERT OR REPLACE INTO {table} (rowid, {column}) \
+                 SELECT value ->> 0, value ->> 1 FROM json_each(?)"
+            ))
+            .bind(text)
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
         }
         tx.commit().await.map_err(from_sqlx)
     }
@@ -439,9 +462,17 @@ mod tests {
         assert!(names(&storage, "web\nns").await.is_empty());
         assert!(names(&storage, "ns\nap").await.is_empty());
         assert!(names(&storage, "b\ntier").await.is_empty());
-        // Updates and deletes leave nothing behind in the trigram index.
-        storage.upsert(&[doc("1", "web", &[])]).await.unwrap();
+        // Updates and deletes leave nothing behind in the trigram index or the pairs; of
+        // two versions in one batch the last is kept.
+        storage
+            .upsert(&[doc("1", "web", &[("app", "cart")]), doc("1", "web", &[])])
+            .await
+            .unwrap();
         assert!(names(&storage, "app=sh").await.is_empty());
+        assert!(names(&storage, "app=ca").await.is_empty());
+        let labelled =
+            karpor_search::parse("select * from resources where labels.app = 'shop'").unwrap();
+        assert_eq!(storage.search(&labelled, 0, 10).await.unwrap().total, 0);
         assert!(storage.delete("c", "2").await.unwrap());
         assert!(names(&storage, "=f").await.is_empty());
     }
