@@ -3,9 +3,10 @@
 //! Elasticsearch-API server for reference when `KARPOR_TEST_ES_URL` is set
 //! (`source target/test-services/env.sh`). One run, one client.
 //!
-//! `KARPOR_BENCH_DOCS` sets the document count (default 100,000), for quick iterations
-//! and for Elasticsearch-API servers too slow to ingest 100,000; `KARPOR_BENCH_DIR` keeps
-//! the SQLite file there (it must not exist yet) for `EXPLAIN QUERY PLAN` afterwards.
+//! `KARPOR_BENCH_DOCS` sets the document count (default 100,000) and `KARPOR_BENCH_RUNS`
+//! the runs a query (default 100), for quick iterations and for Elasticsearch-API servers
+//! too slow for 100,000; `KARPOR_BENCH_DIR` keeps the SQLite file there (it must not
+//! exist yet) for `EXPLAIN QUERY PLAN` afterwards.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +24,15 @@ const BATCH: usize = 500;
 // 100 runs so that p99 is not simply the worst run; one more before them, not counted,
 // prepares the statements.
 const RUNS: usize = 100;
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .map(|n| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("{name} is a whole number"))
+        })
+        .unwrap_or(default)
+}
 const PAGE: u64 = 20;
 
 fn pod(i: usize) -> ResourceDocument {
@@ -96,7 +106,7 @@ fn percentile(sorted: &[Duration], q: f64) -> f64 {
     sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)].as_secs_f64() * 1e3
 }
 
-async fn measure(name: &str, storage: Arc<dyn Storage>, docs: &[ResourceDocument]) {
+async fn measure(name: &str, storage: Arc<dyn Storage>, docs: &[ResourceDocument], runs: usize) {
     let started = Instant::now();
     for batch in docs.chunks(BATCH) {
         storage.upsert(batch).await.unwrap();
@@ -111,9 +121,9 @@ async fn measure(name: &str, storage: Arc<dyn Storage>, docs: &[ResourceDocument
     println!("| query | matches | p50 | p99 |");
     println!("|---|---|---|---|");
     for (label, query) in queries() {
-        let mut latencies = Vec::with_capacity(RUNS);
+        let mut latencies = Vec::with_capacity(runs);
         let mut matches = storage.search(&query, 0, PAGE).await.unwrap().total;
-        for _ in 0..RUNS {
+        for _ in 0..runs {
             let t = Instant::now();
             let result = storage.search(&query, 0, PAGE).await.unwrap();
             latencies.push(t.elapsed());
@@ -130,11 +140,10 @@ async fn measure(name: &str, storage: Arc<dyn Storage>, docs: &[ResourceDocument
 
 #[tokio::main]
 async fn main() {
-    let count = std::env::var("KARPOR_BENCH_DOCS")
-        .map(|n| n.parse().expect("KARPOR_BENCH_DOCS is a whole number"))
-        .unwrap_or(DOCUMENTS);
+    let count = setting("KARPOR_BENCH_DOCS", DOCUMENTS);
+    let runs = setting("KARPOR_BENCH_RUNS", RUNS);
     let docs: Vec<ResourceDocument> = (0..count).map(pod).collect();
-    println!("{count} Pod documents, {RUNS} runs a query, first page of {PAGE} with total");
+    println!("{count} Pod documents, {runs} runs a query, first page of {PAGE} with total");
     let temp = tempfile::tempdir().unwrap();
     let path = match std::env::var_os("KARPOR_BENCH_DIR") {
         Some(dir) => std::path::PathBuf::from(dir).join("resources.db"),
@@ -142,7 +151,7 @@ async fn main() {
     };
     assert!(!path.exists(), "{} exists already", path.display());
     let sqlite = connect(&StorageConfig::Sqlite { path }).await.unwrap();
-    measure("sqlite (embedded)", sqlite, &docs).await;
+    measure("sqlite (embedded)", sqlite, &docs, runs).await;
     match std::env::var("KARPOR_TEST_ES_URL") {
         Ok(url) => {
             let es = connect(&StorageConfig::Elasticsearch(ElasticConfig {
@@ -154,7 +163,7 @@ async fn main() {
             }))
             .await
             .unwrap();
-            measure("Elasticsearch-API server (noida-db)", es, &docs).await;
+            measure("Elasticsearch-API server (noida-db)", es, &docs, runs).await;
         }
         Err(_) => println!("\nElasticsearch-API server: skipped (KARPOR_TEST_ES_URL not set)"),
     }
