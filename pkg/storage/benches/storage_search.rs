@@ -122,13 +122,24 @@ async fn measure(name: &str, storage: Arc<dyn Storage>, docs: &[ResourceDocument
     println!("|---|---|---|---|");
     for (label, query) in queries() {
         let mut latencies = Vec::with_capacity(runs);
-        let mut matches = storage.search(&query, 0, PAGE).await.unwrap().total;
-        for _ in 0..runs {
-            let t = Instant::now();
-            let result = storage.search(&query, 0, PAGE).await.unwrap();
-            latencies.push(t.elapsed());
-            matches = result.total;
-        }
+        // A failed query (a slow server's timeout) is reported in its row; the rest run.
+        let measured = async {
+            let mut matches = storage.search(&query, 0, PAGE).await?.total;
+            for _ in 0..runs {
+                let t = Instant::now();
+                let result = storage.search(&query, 0, PAGE).await?;
+                latencies.push(t.elapsed());
+                matches = result.total;
+            }
+            Ok::<_, karpor_storage::StorageError>(matches)
+        };
+        let matches = match measured.await {
+            Ok(matches) => matches,
+            Err(e) => {
+                println!("| {label} | failed: {e} | | |");
+                continue;
+            }
+        };
         latencies.sort_unstable();
         println!(
             "| {label} | {matches} | {:.1} ms | {:.1} ms |",
