@@ -5,17 +5,20 @@
 mod translate;
 
 use std::path::Path;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use karpor_search::{Field, Query};
-use sqlx::sqlite::{SqliteArguments, SqlitePool};
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+};
 use sqlx::{Arguments, Row};
 use time::OffsetDateTime;
 
 use crate::document::{document_id, millis, ResourceDocument};
 use crate::window::{total, window};
 use crate::{aggregatable, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError};
-use translate::{filter, order, sort_column, Param, Sql};
+use translate::{filter, keywords, order, sort_column, Param, Sql};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -46,11 +49,33 @@ fn decode(doc: &str) -> Result<ResourceDocument, StorageError> {
     serde_json::from_str(doc).map_err(|e| StorageError::Corrupt(e.to_string()))
 }
 
+/// Opens the file as `karpor_core::sqlite::open_pool` does, with reads through a memory
+/// map (no copy into each connection's cache; the OS shares the pages) and sorts kept in
+/// memory.
+async fn open_pool(path: &Path) -> Result<SqlitePool, String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
+    }
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(Duration::from_secs(5))
+        .pragma("mmap_size", (1u64 << 30).to_string())
+        .pragma("cache_size", "-16384")
+        .pragma("temp_store", "memory");
+    SqlitePoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect_with(options)
+        .await
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))
+}
+
 impl SqliteStorage {
     pub async fn open(path: &Path) -> Result<Self, StorageError> {
-        let pool = karpor_core::sqlite::open_pool(path, 4)
-            .await
-            .map_err(StorageError::Misconfigured)?;
+        let pool = open_pool(path).await.map_err(StorageError::Misconfigured)?;
         MIGRATIONS.run(&pool).await.map_err(|e| {
             StorageError::Misconfigured(format!("migrating {}: {e}", path.display()))
         })?;
@@ -62,6 +87,8 @@ impl SqliteStorage {
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
         for (table, column) in [
             ("resources_fts", "rowid"),
+            ("resources_keywords", "rowid"),
+            ("resource_docs", "doc"),
             ("resource_labels", "doc"),
             ("resource_annotations", "doc"),
         ] {
@@ -104,14 +131,18 @@ impl ResourceStorage for SqliteStorage {
 
     async fn upsert(&self, documents: &[ResourceDocument]) -> Result<(), StorageError> {
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
+        // The last version of each document in the batch, by rowid: the pair and full
+        // text tables are then written for the whole batch in a few statements over JSON
+        // arrays (json_each) instead of a few statements a document.
+        let mut written = std::collections::BTreeMap::new();
         for d in documents {
             let doc = serde_json::to_string(d).map_err(|e| StorageError::Corrupt(e.to_string()))?;
             let labels = serde_json::to_string(&d.labels).unwrap_or_default();
             let annotations = serde_json::to_string(&d.annotations).unwrap_or_default();
             let row = sqlx::query(
                 "INSERT INTO resources (id, cluster, api_version, kind, kind_lower, namespace, name, \
-                 uid, resource_version, creation_ts, deletion_ts, sync_at, deleted, labels, \
-                 annotations, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                 uid, resource_version, creation_ts, deletion_ts, sync_at, deleted, keywords) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
                  ON CONFLICT (id) DO UPDATE SET cluster = excluded.cluster, \
                  api_version = excluded.api_version, kind = excluded.kind, \
                  kind_lower = excluded.kind_lower, namespace = excluded.namespace, \
@@ -119,7 +150,7 @@ impl ResourceStorage for SqliteStorage {
                  resource_version = excluded.resource_version, \
                  creation_ts = excluded.creation_ts, deletion_ts = excluded.deletion_ts, \
                  sync_at = excluded.sync_at, deleted = excluded.deleted, \
-                 labels = excluded.labels, annotations = excluded.annotations, doc = excluded.doc \
+                 keywords = excluded.keywords \
                  RETURNING rowid",
             )
             .bind(d.id())
@@ -135,45 +166,77 @@ impl ResourceStorage for SqliteStorage {
             .bind(d.deletion_timestamp.map(millis))
             .bind(millis(d.sync_at))
             .bind(d.deleted)
-            .bind(labels)
-            .bind(annotations)
-            .bind(doc)
+            .bind(keywords(&d.name, &d.namespace, &d.labels))
             .fetch_one(&mut *tx)
             .await
             .map_err(from_sqlx)?;
             let rowid: i64 = row.try_get(0).map_err(from_sqlx)?;
-            for (table, pairs) in [
-                ("resource_labels", &d.labels),
-                ("resource_annotations", &d.annotations),
-            ] {
-                sqlx::query(&format!("DELETE FROM {table} WHERE doc = ?"))
-                    .bind(rowid)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(from_sqlx)?;
-                for (key, value) in pairs {
-                    sqlx::query(&format!(
-                        "INSERT INTO {table} (doc, key, value) VALUES (?, ?, ?)"
-                    ))
-                    .bind(rowid)
-                    .bind(key)
-                    .bind(value)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(from_sqlx)?;
-                }
-            }
-            sqlx::query("DELETE FROM resources_fts WHERE rowid = ?")
-                .bind(rowid)
-                .execute(&mut *tx)
-                .await
-                .map_err(from_sqlx)?;
-            sqlx::query("INSERT INTO resources_fts (rowid, content) VALUES (?, ?)")
-                .bind(rowid)
-                .bind(d.content())
-                .execute(&mut *tx)
-                .await
-                .map_err(from_sqlx)?;
+            sqlx::query(
+                "INSERT OR REPLACE INTO resource_docs (doc, labels, annotations, body) \
+                 VALUES (?, ?, ?, ?)",
+            )
+            .bind(rowid)
+            .bind(labels)
+            .bind(annotations)
+            .bind(doc)
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
+            written.insert(rowid, d);
+        }
+        let rowids = serde_json::to_string(&written.keys().collect::<Vec<_>>())
+            .map_err(|e| StorageError::Corrupt(e.to_string()))?;
+        let rows = |row: &dyn Fn(&ResourceDocument) -> serde_json::Value| {
+            let all: Vec<serde_json::Value> = written
+                .iter()
+                .map(|(rowid, d)| serde_json::json!([rowid, row(d)]))
+                .collect();
+            serde_json::Value::Array(all).to_string()
+        };
+        for (table, pairs) in [
+            ("resource_labels", rows(&|d| serde_json::json!(d.labels))),
+            (
+                "resource_annotations",
+                rows(&|d| serde_json::json!(d.annotations)),
+            ),
+        ] {
+            sqlx::query(&format!(
+                "DELETE FROM {table} WHERE doc IN (SELECT value FROM json_each(?))"
+            ))
+            .bind(&rowids)
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
+            sqlx::query(&format!(
+                "INSERT INTO {table} (doc, key, value) \
+                 SELECT d.value ->> 0, p.key, p.value \
+                 FROM json_each(?) d, json_each(d.value -> 1) p"
+            ))
+            .bind(pairs)
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
+        }
+        for (table, column, text) in [
+            (
+                "resources_fts",
+                "content",
+                rows(&|d| serde_json::json!(d.content())),
+            ),
+            (
+                "resources_keywords",
+                "keywords",
+                rows(&|d| serde_json::json!(keywords(&d.name, &d.namespace, &d.labels))),
+            ),
+        ] {
+            sqlx::query(&format!(
+                "INSERT OR REPLACE INTO {table} (rowid, {column}) \
+                 SELECT value ->> 0, value ->> 1 FROM json_each(?)"
+            ))
+            .bind(text)
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
         }
         tx.commit().await.map_err(from_sqlx)
     }
@@ -188,11 +251,13 @@ impl ResourceStorage for SqliteStorage {
         cluster: &str,
         uid: &str,
     ) -> Result<Option<ResourceDocument>, StorageError> {
-        let row = sqlx::query("SELECT doc FROM resources WHERE id = ?")
-            .bind(document_id(cluster, uid))
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(from_sqlx)?;
+        let row = sqlx::query(
+            "SELECT d.body FROM resources r JOIN resource_docs d ON d.doc = r.rowid WHERE r.id = ?",
+        )
+        .bind(document_id(cluster, uid))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(from_sqlx)?;
         row.map(|r| decode(&r.try_get::<String, _>(0).map_err(from_sqlx)?))
             .transpose()
     }
@@ -248,33 +313,55 @@ impl SearchStorage for SqliteStorage {
     ) -> Result<SearchResult, StorageError> {
         let mut where_ = Sql::default();
         filter(&query.filter, &mut where_);
-        let count = sqlx::query_with(
-            &format!("SELECT count(*) FROM resources r WHERE {}", where_.text),
-            arguments(where_.params.clone())?,
-        )
-        .fetch_one(&self.pool)
-        .await
-        .map_err(from_sqlx)?
-        .try_get::<i64, _>(0)
-        .map_err(from_sqlx)? as u64;
         let rows = window(query, from, size);
-        let mut params = where_.params;
+        // One read transaction: the page, its documents and the count see the same rows.
+        let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
+        // The page as rowids first: its sort or index walk reads only the narrow table.
+        let mut params = where_.params.clone();
         params.push(Param::Int(i64::try_from(rows.size).unwrap_or(i64::MAX)));
         params.push(Param::Int(i64::try_from(rows.from).unwrap_or(i64::MAX)));
-        let items = sqlx::query_with(
+        let page: Vec<i64> = sqlx::query_with(
             &format!(
-                "SELECT r.doc FROM resources r WHERE {} ORDER BY {} LIMIT ? OFFSET ?",
+                "SELECT r.rowid FROM resources r WHERE {} ORDER BY {} LIMIT ? OFFSET ?",
                 where_.text,
                 order(&query.order_by)
             ),
             arguments(params)?,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await
         .map_err(from_sqlx)?
         .iter()
-        .map(|row| decode(&row.try_get::<String, _>(0).map_err(from_sqlx)?))
-        .collect::<Result<_, _>>()?;
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()
+        .map_err(from_sqlx)?;
+        let mut items = Vec::with_capacity(page.len());
+        for rowid in &page {
+            let body: String = sqlx::query("SELECT body FROM resource_docs WHERE doc = ?")
+                .bind(rowid)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(from_sqlx)?
+                .try_get(0)
+                .map_err(from_sqlx)?;
+            items.push(decode(&body)?);
+        }
+        // A short page that starts inside the matches ends them: no count needed.
+        let short = (page.len() as u64) < rows.size && (!page.is_empty() || rows.from == 0);
+        let count = if short {
+            rows.from + page.len() as u64
+        } else {
+            sqlx::query_with(
+                &format!("SELECT count(*) FROM resources r WHERE {}", where_.text),
+                arguments(where_.params)?,
+            )
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(from_sqlx)?
+            .try_get::<i64, _>(0)
+            .map_err(from_sqlx)? as u64
+        };
+        tx.commit().await.map_err(from_sqlx)?;
         Ok(SearchResult {
             items,
             total: total(query, count),
@@ -317,5 +404,80 @@ impl SearchStorage for SqliteStorage {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn doc(uid: &str, name: &str, labels: &[(&str, &str)]) -> ResourceDocument {
+        let at = OffsetDateTime::UNIX_EPOCH;
+        ResourceDocument {
+            cluster: "c".to_owned(),
+            api_version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+            namespace: "ns".to_owned(),
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            annotations: BTreeMap::new(),
+            owner_references: Vec::new(),
+            creation_timestamp: Some(at),
+            deletion_timestamp: None,
+            resource_version: "1".to_owned(),
+            sync_at: at,
+            deleted: false,
+            object: serde_json::json!({}),
+        }
+    }
+
+    async fn names(storage: &SqliteStorage, term: &str) -> Vec<String> {
+        let query = karpor_search::keyword(term).unwrap();
+        let found = storage.search(&query, 0, 10).await.unwrap();
+        assert_eq!(found.total as usize, found.items.len());
+        found.items.into_iter().map(|d| d.name).collect()
+    }
+
+    /// Keyword search takes three paths (trigrams, a short term, a term with a line
+    /// break); each must find a substring of the name, the namespace or one label only.
+    #[tokio::test]
+    async fn keyword_terms_match_within_one_item_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = SqliteStorage::open(&dir.path().join("r.db")).await.unwrap();
+        storage
+            .upsert(&[
+                doc("1", "web", &[("app", "shop")]),
+                doc("2", "api", &[("note", "a\nb"), ("tier", "fe")]),
+                doc("3", "xy", &[]),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(names(&storage, "app=sh").await, ["web"]);
+        assert_eq!(names(&storage, "y").await, ["xy"]);
+        assert_eq!(names(&storage, "=f").await, ["api"]);
+        assert_eq!(names(&storage, "e=a\nb").await, ["api"]);
+        // Adjacent items of one document are not one string.
+        assert!(names(&storage, "web\nns").await.is_empty());
+        assert!(names(&storage, "ns\nap").await.is_empty());
+        assert!(names(&storage, "b\ntier").await.is_empty());
+        // Updates and deletes leave nothing behind in the trigram index or the pairs; of
+        // two versions in one batch the last is kept.
+        storage
+            .upsert(&[doc("1", "web", &[("app", "cart")]), doc("1", "web", &[])])
+            .await
+            .unwrap();
+        assert!(names(&storage, "app=sh").await.is_empty());
+        assert!(names(&storage, "app=ca").await.is_empty());
+        let labelled =
+            karpor_search::parse("select * from resources where labels.app = 'shop'").unwrap();
+        assert_eq!(storage.search(&labelled, 0, 10).await.unwrap().total, 0);
+        assert!(storage.delete("c", "2").await.unwrap());
+        assert!(names(&storage, "=f").await.is_empty());
     }
 }

@@ -15,6 +15,9 @@ pub(crate) enum Param {
 pub(crate) struct Sql {
     pub text: String,
     pub params: Vec<Param>,
+    /// The query has a conjunct that an index narrows well (see [`narrows`]): cluster and
+    /// label predicates then only check the rows it finds.
+    probe: bool,
 }
 
 impl Sql {
@@ -70,13 +73,27 @@ fn param(field: &Field, value: &Value) -> Param {
 }
 
 /// Writes `predicate` (given the value expression) on `field`. Absent values (a missing
-/// label, a null time) never match, and the predicate is never NULL, so NOT is plain
-/// two-valued logic, as in the Elasticsearch translation.
-fn on(field: &Field, sql: &mut Sql, predicate: impl FnOnce(&str, &mut Sql) -> String) {
+/// label, a null time) never match, and NOT is plain two-valued logic, as in the
+/// Elasticsearch translation. A NULL only needs turning into false under an odd number of
+/// NOTs (`flipped`); elsewhere it already acts as false, and the bare comparison lets the
+/// planner use an index for it.
+fn on(
+    field: &Field,
+    sql: &mut Sql,
+    flipped: bool,
+    predicate: impl FnOnce(&str, &mut Sql) -> String,
+) {
     match target(field) {
         Target::Column(column, nullable) => {
             let body = predicate(column, sql);
-            if nullable {
+            // Unary plus changes no value but keeps the planner off the cluster index:
+            // clusters are few, so it narrows little when another index can.
+            let body = if sql.probe && column == "r.cluster" {
+                format!("+{body}")
+            } else {
+                body
+            };
+            if nullable && flipped {
                 sql.text.push_str(&format!("COALESCE(({body}), 0)"));
             } else {
                 sql.text.push_str(&format!("({body})"));
@@ -85,14 +102,48 @@ fn on(field: &Field, sql: &mut Sql, predicate: impl FnOnce(&str, &mut Sql) -> St
         Target::Map(table, key) => {
             let key = sql.bind(Param::Text(key));
             let body = predicate("p.value", sql);
-            sql.text.push_str(&format!(
-                "r.rowid IN (SELECT p.doc FROM {table} p WHERE p.key = {key} AND ({body}))"
-            ));
+            // The same set either way: an IN list the planner can start from, or, when
+            // another index finds the rows, a probe of each (building a set of a common
+            // label's documents would cost more than the rows it is checked against).
+            if sql.probe {
+                sql.text.push_str(&format!(
+                    "EXISTS (SELECT 1 FROM {table} p \
+                     WHERE p.doc = r.rowid AND p.key = {key} AND ({body}))"
+                ));
+            } else {
+                sql.text.push_str(&format!(
+                    "r.rowid IN (SELECT p.doc FROM {table} p WHERE p.key = {key} AND ({body}))"
+                ));
+            }
         }
     }
 }
 
+/// A conjunct an index answers with few rows as a rule: equality or a list on the
+/// namespace, the name or the kind.
+fn narrows(expr: &Expr) -> bool {
+    match expr {
+        Expr::And(all) => all.iter().any(narrows),
+        Expr::Compare {
+            field: Field::Namespace | Field::Name | Field::Kind,
+            op: Op::Eq,
+            ..
+        }
+        | Expr::In {
+            field: Field::Namespace | Field::Name | Field::Kind,
+            negated: false,
+            ..
+        } => true,
+        _ => false,
+    }
+}
+
 pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
+    sql.probe = narrows(expr);
+    filter_in(expr, sql, false);
+}
+
+fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
     match expr {
         Expr::All => sql.text.push('1'),
         Expr::And(all) | Expr::Or(all) => {
@@ -106,15 +157,15 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
                 if i > 0 {
                     sql.text.push_str(joiner);
                 }
-                filter(e, sql);
+                filter_in(e, sql, flipped);
             }
             sql.text.push(')');
         }
         Expr::Not(inner) => {
             sql.text.push_str("NOT ");
-            filter(inner, sql);
+            filter_in(inner, sql, !flipped);
         }
-        Expr::Compare { field, op, value } => on(field, sql, |v, sql| {
+        Expr::Compare { field, op, value } => on(field, sql, flipped, |v, sql| {
             let op = match op {
                 Op::Eq => "=",
                 Op::NotEq => "!=",
@@ -130,7 +181,7 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
             field,
             values,
             negated,
-        } => on(field, sql, |v, sql| {
+        } => on(field, sql, flipped, |v, sql| {
             let list: Vec<&str> = values.iter().map(|x| sql.bind(param(field, x))).collect();
             let not = if *negated { "NOT " } else { "" };
             format!("{v} {not}IN ({})", list.join(", "))
@@ -140,7 +191,7 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
             low,
             high,
             negated,
-        } => on(field, sql, |v, sql| {
+        } => on(field, sql, flipped, |v, sql| {
             let (lo, hi) = (sql.bind(param(field, low)), sql.bind(param(field, high)));
             let not = if *negated { "NOT " } else { "" };
             format!("{v} {not}BETWEEN {lo} AND {hi}")
@@ -149,7 +200,7 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
             field,
             pattern,
             negated,
-        } => on(field, sql, |v, sql| {
+        } => on(field, sql, flipped, |v, sql| {
             let pattern = if *field == Field::Kind {
                 pattern.to_lowercase()
             } else {
@@ -166,15 +217,39 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
             ));
         }
         Expr::Keyword(term) => {
-            let glob = format!("*{}*", glob_escape(term));
-            let mut parts = vec![
-                format!("r.name GLOB {}", sql.bind(Param::Text(glob.clone()))),
-                format!("r.namespace GLOB {}", sql.bind(Param::Text(glob.clone()))),
-                format!(
+            let mut parts = Vec::new();
+            if term.contains(['\n', '\0']) {
+                // `keywords` holds one item a line, so a term spanning lines could match
+                // across two; such a term (or one with a NUL, where SQLite's text
+                // functions may stop) is looked for in each item.
+                let glob = format!("*{}*", glob_escape(term));
+                parts.push(format!(
+                    "r.name GLOB {}",
+                    sql.bind(Param::Text(glob.clone()))
+                ));
+                parts.push(format!(
+                    "r.namespace GLOB {}",
+                    sql.bind(Param::Text(glob.clone()))
+                ));
+                parts.push(format!(
                     "r.rowid IN (SELECT p.doc FROM resource_labels p WHERE p.key || '=' || p.value GLOB {})",
                     sql.bind(Param::Text(glob))
-                ),
-            ];
+                ));
+            } else {
+                // Parameters bind in text order: the trigrams' MATCH comes first.
+                let trigrams = trigrams(term);
+                let narrowed = if trigrams.is_empty() {
+                    String::new()
+                } else {
+                    let p = sql.bind(Param::Text(trigrams));
+                    format!(
+                        "r.rowid IN (SELECT rowid FROM resources_keywords \
+                         WHERE resources_keywords MATCH {p}) AND "
+                    )
+                };
+                let found = sql.bind(Param::Text(term.clone()));
+                parts.push(format!("({narrowed}instr(r.keywords, {found}) > 0)"));
+            }
             let words = karpor_search::words(term);
             if !words.is_empty() {
                 let p = sql.bind(Param::Text(fts_all(&words)));
@@ -185,6 +260,23 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
             sql.text.push_str(&format!("({})", parts.join(" OR ")));
         }
     }
+}
+
+/// What keyword search matches as a substring (see `Expr::Keyword` above): the name, the
+/// namespace and each label as `key=value`, one a line.
+pub(crate) fn keywords<'a>(
+    name: &str,
+    namespace: &str,
+    labels: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> String {
+    let mut text = format!("{name}\n{namespace}");
+    for (key, value) in labels {
+        text.push('\n');
+        text.push_str(key);
+        text.push('=');
+        text.push_str(value);
+    }
+    text
 }
 
 /// `ORDER BY`: the query's keys (absent values last, as Elasticsearch puts them), then id.
@@ -215,6 +307,20 @@ fn fts_all(words: &[String]) -> String {
     words
         .iter()
         .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every run of three characters of `term`, as FTS5 strings (implicitly ANDed): what a
+/// text containing `term` has among its trigrams. Empty below three characters.
+fn trigrams(term: &str) -> String {
+    let chars: Vec<char> = term.chars().collect();
+    let mut seen = std::collections::BTreeSet::new();
+    chars
+        .windows(3)
+        .map(|w| w.iter().collect::<String>())
+        .filter(|t| seen.insert(t.clone()))
+        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -264,6 +370,13 @@ mod tests {
                 Param::Int(0),
             ]
         );
+    }
+
+    #[test]
+    fn trigrams_are_quoted_and_once_each() {
+        assert_eq!(trigrams("ab"), "");
+        assert_eq!(trigrams("a\"bab\""), r#""a""b" """ba" "bab" "ab""""#);
+        assert_eq!(trigrams("aaaa"), r#""aaa""#);
     }
 
     #[test]
