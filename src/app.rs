@@ -115,7 +115,10 @@ impl Application {
         if let Some(syncer) = &syncer {
             register(Arc::new(syncer.check()), Membership::READYZ);
         }
-        register(Arc::new(StorageCheck::new(storage)), Membership::READYZ);
+        register(
+            Arc::new(StorageCheck::new(storage.clone())),
+            Membership::READYZ,
+        );
         let client = HealthClient::new(config.health.check_timeout);
         for upstream in &config.readiness.upstreams {
             let check = UpstreamCheck::new(
@@ -135,12 +138,24 @@ impl Application {
             Some(source) => Some(source.resolve()?.expose().to_owned()),
             None => None,
         };
+        // The REST API is the server's; the syncer's probe port has none.
+        let routes = match mode {
+            Mode::Serve => karpor_api::routes(karpor_api::ApiParts {
+                metastore: metastore.clone(),
+                storage: storage.clone(),
+                sync: syncer.as_ref().map(|s| s.status()),
+                auth: authenticator(&config)?,
+                read_only: config.server.read_only,
+                limits: config.server.limits.clone(),
+            }),
+            Mode::Syncer => axum::Router::new(),
+        };
         let router = karpor_server::router(RouterParts {
             health: health.clone(),
             admin_token,
             metrics: Arc::new(registry),
             with_ui: mode == Mode::Serve,
-            routes: axum::Router::new(),
+            routes,
         });
         let address = match mode {
             Mode::Serve => config.server.listen,
@@ -215,6 +230,26 @@ impl Application {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// The API's tokens, resolved, and the role of a request without one.
+fn authenticator(config: &Config) -> anyhow::Result<karpor_api::Authenticator> {
+    let mut tokens = Vec::new();
+    for token in &config.auth.tokens {
+        let value = token.token.resolve()?.expose().to_owned();
+        tokens.push((token.name.clone(), token.role, value));
+    }
+    let anonymous = config
+        .auth
+        .anonymous
+        .role(config.server.listen.ip().is_loopback());
+    tracing::info!(
+        tokens = tokens.len(),
+        anonymous = ?anonymous,
+        read_only = config.server.read_only,
+        "REST API access"
+    );
+    Ok(karpor_api::Authenticator::new(tokens, anonymous))
 }
 
 fn health_settings(config: &HealthConfig) -> Settings {

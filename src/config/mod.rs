@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use karpor_api::{AuthConfig, LimitsConfig};
 use karpor_core::SecretSource;
 use karpor_metastore::MetastoreConfig;
 use karpor_storage::StorageConfig;
@@ -22,6 +23,7 @@ pub use load::{load, ConfigError, Overrides, DEFAULT_CONFIG_PATH};
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: ServerConfig,
+    pub auth: AuthConfig,
     pub log: LogConfig,
     pub metadata: MetastoreConfig,
     pub storage: StorageConfig,
@@ -34,6 +36,7 @@ pub struct Config {
 /// Top-level sections; environment variables are read only for these.
 pub const SECTIONS: &[&str] = &[
     "server",
+    "auth",
     "log",
     "metadata",
     "storage",
@@ -50,6 +53,10 @@ pub struct ServerConfig {
     pub tls: Option<TlsConfig>,
     /// Run the syncer inside the server process (`false` when `karpor syncer` runs apart).
     pub syncer: bool,
+    /// Refuse every REST API write with 405.
+    pub read_only: bool,
+    /// REST API request limits: body size, timeout, requests at once.
+    pub limits: LimitsConfig,
 }
 
 impl Default for ServerConfig {
@@ -58,6 +65,8 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 7443)),
             tls: None,
             syncer: true,
+            read_only: false,
+            limits: LimitsConfig::default(),
         }
     }
 }

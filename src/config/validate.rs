@@ -84,6 +84,41 @@ impl Config {
                 );
             }
         }
+        let limits = &self.server.limits;
+        if limits.body_bytes < karpor_core::model::MAX_KUBECONFIG_BYTES {
+            return fail(
+                "server.limits.body_bytes",
+                format!(
+                    "{} is below a kubeconfig's limit ({} bytes): clusters could not be added",
+                    limits.body_bytes,
+                    karpor_core::model::MAX_KUBECONFIG_BYTES
+                ),
+            );
+        }
+        if limits.request_timeout.is_zero() {
+            return fail("server.limits.request_timeout", "must be above zero".into());
+        }
+        if limits.concurrency == 0 {
+            return fail("server.limits.concurrency", "must be at least 1".into());
+        }
+        let mut token_names = HashSet::new();
+        for (i, token) in self.auth.tokens.iter().enumerate() {
+            if token.name.trim().is_empty() {
+                return fail(
+                    &format!("auth.tokens[{i}].name"),
+                    "must not be empty".into(),
+                );
+            }
+            if !token_names.insert(token.name.as_str()) {
+                return fail(
+                    &format!("auth.tokens[{i}].name"),
+                    format!("`{}` is already the name of another token", token.name),
+                );
+            }
+            if let Err(e) = token.token.resolve() {
+                return fail(&format!("auth.tokens[{i}].token"), e.to_string());
+            }
+        }
         if let Some(tls) = &self.server.tls {
             for (key, path) in [("cert_file", &tls.cert_file), ("key_file", &tls.key_file)] {
                 if let Err(e) = std::fs::metadata(path) {

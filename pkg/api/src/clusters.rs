@@ -1,0 +1,438 @@
+//! Clusters: list, get, create, update, delete; a kubeconfig's upload (parse only) and
+//! validation (reach the API server). Responses carry the kubeconfig masked.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::{Multipart, Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use karpor_core::model::{
+    validate_name, Cluster, Kubeconfig as StoredKubeconfig, MAX_KUBECONFIG_BYTES,
+};
+use karpor_metastore::Stored;
+use karpor_syncer::SyncState;
+use serde::{Deserialize, Serialize};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::envelope::{ApiError, ApiResult, Reply};
+use crate::kubeconfig::{self, ContextInfo, Summary};
+use crate::AppState;
+
+/// How long validation may take to reach a cluster's API server.
+const VALIDATE_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/clusters", get(list))
+        .route(
+            "/cluster/{name}",
+            get(read).post(create).put(update).delete(remove),
+        )
+        .route("/cluster/config/file", post(upload))
+        .route("/cluster/config/validate", post(validate))
+}
+
+/// A cluster as the API shows it: the kubeconfig masked, with its sync status.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    pub name: String,
+    pub display_name: String,
+    pub description: String,
+    pub labels: BTreeMap<String, String>,
+    /// The stored kubeconfig with every credential replaced by `******` (absent in a
+    /// summary list).
+    pub kube_config: Option<String>,
+    pub kubeconfig_summary: Option<Summary>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The record's version in the metadata store.
+    pub version: i64,
+    pub sync: SyncView,
+}
+
+/// A cluster's sync status.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncView {
+    /// `pending`, `syncing`, `synced`, `error`, or `unknown` (the syncer runs in another
+    /// process, or has not picked the cluster up yet).
+    pub state: String,
+    /// The reason code of `error`.
+    pub reason: Option<String>,
+    /// Documents written since the syncer started the cluster.
+    pub objects_synced: Option<u64>,
+    pub last_event: Option<String>,
+    /// Documents in storage for the cluster now (null when storage cannot say).
+    pub objects_stored: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Leave the kubeconfig out.
+    #[serde(default)]
+    pub summary: bool,
+    /// `name` (default), `displayName`, `createdAt` or `updatedAt`.
+    pub order_by: Option<String>,
+    #[serde(default)]
+    pub descending: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterList {
+    pub items: Vec<ClusterView>,
+    pub total: usize,
+}
+
+/// A cluster's body; `kubeConfig` is required to create.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterBody {
+    pub display_name: Option<String>,
+    pub description: Option<String>,
+    pub labels: Option<BTreeMap<String, String>>,
+    /// A kubeconfig's text; only the chosen context is kept.
+    pub kube_config: Option<String>,
+    /// The context to keep (default: the kubeconfig's current context).
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ContextParam {
+    /// The kubeconfig's context to keep (over the body's `context`).
+    pub context: Option<String>,
+}
+
+#[utoipa::path(get, path = "/rest-api/v1/clusters", tag = "clusters", params(ListParams),
+    responses((status = 200, body = inline(crate::envelope::Envelope<ClusterList>)),
+        crate::openapi::Errors))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Query(params): Query<ListParams>,
+) -> ApiResult {
+    let mut clusters = state.metastore.list_all::<Cluster>().await?;
+    match params.order_by.as_deref().unwrap_or("name") {
+        "name" => {}
+        "displayName" => clusters.sort_by(|a, b| a.record.display_name.cmp(&b.record.display_name)),
+        "createdAt" => clusters.sort_by_key(|c| c.created_at),
+        "updatedAt" => clusters.sort_by_key(|c| c.updated_at),
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "orderBy {other:?}: use name, displayName, createdAt or updatedAt"
+            )))
+        }
+    }
+    if params.descending {
+        clusters.reverse();
+    }
+    let mut items = Vec::with_capacity(clusters.len());
+    for cluster in &clusters {
+        items.push(view(&state, cluster, params.summary).await);
+    }
+    Ok(Reply::ok(ClusterList {
+        total: items.len(),
+        items,
+    }))
+}
+
+#[utoipa::path(get, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
+    params(("name" = String, Path, description = "the cluster's name")),
+    responses((status = 200, body = inline(crate::envelope::Envelope<ClusterView>)),
+        crate::openapi::Errors))]
+pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    let cluster = find(&state, &name).await?;
+    Ok(Reply::ok(view(&state, &cluster, false).await))
+}
+
+#[utoipa::path(post, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
+    params(("name" = String, Path, description = "the cluster's name"), ContextParam),
+    request_body = ClusterBody,
+    responses((status = 201, body = inline(crate::envelope::Envelope<ClusterView>)),
+        crate::openapi::Errors))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(param): Query<ContextParam>,
+    Json(body): Json<ClusterBody>,
+) -> ApiResult {
+    validate_name(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let Some(text) = body.kube_config.as_deref() else {
+        return Err(ApiError::bad_request("kubeConfig is required"));
+    };
+    let kubeconfig = minify(text, param.context.as_deref().or(body.context.as_deref()))?;
+    let record = Cluster {
+        name,
+        display_name: body.display_name.unwrap_or_default(),
+        description: body.description.unwrap_or_default(),
+        labels: body.labels.unwrap_or_default(),
+        kubeconfig: StoredKubeconfig(kubeconfig),
+    };
+    let stored = state.metastore.create(record).await?;
+    tracing::info!(cluster = %stored.record.name, "cluster registered");
+    Ok(Reply::created(view(&state, &stored, false).await))
+}
+
+#[utoipa::path(put, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
+    params(("name" = String, Path, description = "the cluster's name"), ContextParam),
+    request_body = ClusterBody,
+    responses((status = 200, body = inline(crate::envelope::Envelope<ClusterView>)),
+        crate::openapi::Errors))]
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(param): Query<ContextParam>,
+    Json(body): Json<ClusterBody>,
+) -> ApiResult {
+    let current = find(&state, &name).await?;
+    let mut record = current.record.clone();
+    if let Some(v) = body.display_name {
+        record.display_name = v;
+    }
+    if let Some(v) = body.description {
+        record.description = v;
+    }
+    if let Some(v) = body.labels {
+        record.labels = v;
+    }
+    if let Some(text) = body.kube_config.as_deref() {
+        let context = param.context.as_deref().or(body.context.as_deref());
+        record.kubeconfig = StoredKubeconfig(minify(text, context)?);
+    } else if body.context.is_some() || param.context.is_some() {
+        return Err(ApiError::bad_request(
+            "context needs a kubeConfig to choose from",
+        ));
+    }
+    let stored = state.metastore.update(record, current.version).await?;
+    Ok(Reply::ok(view(&state, &stored, false).await))
+}
+
+#[utoipa::path(delete, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
+    params(("name" = String, Path, description = "the cluster's name")),
+    responses((status = 200, body = inline(crate::envelope::Envelope<String>)),
+        crate::openapi::Errors))]
+pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    let current = find(&state, &name).await?;
+    state
+        .metastore
+        .delete::<Cluster>(&name, Some(current.version))
+        .await?;
+    tracing::info!(cluster = %name, "cluster deregistered");
+    Ok(Reply::ok(name))
+}
+
+/// What an uploaded kubeconfig holds (never its credentials).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadView {
+    pub file_name: String,
+    pub file_size: usize,
+    pub current_context: Option<String>,
+    pub contexts: Vec<ContextInfo>,
+}
+
+#[derive(ToSchema)]
+#[allow(dead_code)] // the multipart form, for the document only
+pub struct UploadForm {
+    /// The kubeconfig file (at most 2 MiB).
+    #[schema(format = Binary, content_media_type = "application/octet-stream")]
+    file: String,
+}
+
+#[utoipa::path(post, path = "/rest-api/v1/cluster/config/file", tag = "clusters",
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses((status = 200, body = inline(crate::envelope::Envelope<UploadView>)),
+        crate::openapi::Errors))]
+pub(crate) async fn upload(mut form: Multipart) -> ApiResult {
+    let bad = |e: axum::extract::multipart::MultipartError| {
+        ApiError::new(
+            e.status(),
+            format!("the upload is not a readable form: {}", e.body_text()),
+        )
+    };
+    while let Some(field) = form.next_field().await.map_err(bad)? {
+        if field.name() != Some("file") {
+            continue;
+        }
+        let file_name = field.file_name().unwrap_or_default().to_owned();
+        let bytes = field.bytes().await.map_err(bad)?;
+        if bytes.len() > MAX_KUBECONFIG_BYTES {
+            return Err(too_large(bytes.len()));
+        }
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| ApiError::bad_request("the kubeconfig is not UTF-8 text"))?;
+        let config = kubeconfig::parse(text).map_err(bad_kubeconfig)?;
+        return Ok(Reply::ok(UploadView {
+            file_name,
+            file_size: bytes.len(),
+            current_context: config.current_context.clone(),
+            contexts: kubeconfig::contexts(&config),
+        }));
+    }
+    Err(ApiError::bad_request("the form has no `file` field"))
+}
+
+/// A kubeconfig to check.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ValidateBody {
+    pub kube_config: String,
+    pub context: Option<String>,
+}
+
+/// What the API server said.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidateView {
+    pub summary: Summary,
+    pub git_version: String,
+    pub platform: String,
+}
+
+#[utoipa::path(post, path = "/rest-api/v1/cluster/config/validate", tag = "clusters",
+    request_body = ValidateBody,
+    responses((status = 200, body = inline(crate::envelope::Envelope<ValidateView>)),
+        crate::openapi::Errors))]
+pub(crate) async fn validate(Json(body): Json<ValidateBody>) -> ApiResult {
+    let text = minify(&body.kube_config, body.context.as_deref())?;
+    let config = kubeconfig::parse(&text).map_err(bad_kubeconfig)?;
+    let summary = kubeconfig::summary(&config);
+    let unreachable = |why: String| {
+        ApiError::bad_request(format!(
+            "cannot reach the API server at {}: {why}",
+            summary.server
+        ))
+    };
+    let options = kube::config::KubeConfigOptions::default();
+    let mut client_config = kube::Config::from_custom_kubeconfig(config, &options)
+        .await
+        .map_err(|e| not_usable(&e))?;
+    client_config.connect_timeout = Some(VALIDATE_TIMEOUT);
+    client_config.read_timeout = Some(VALIDATE_TIMEOUT);
+    let client = kube::Client::try_from(client_config).map_err(|e| not_usable(&e))?;
+    let version = tokio::time::timeout(VALIDATE_TIMEOUT, client.apiserver_version())
+        .await
+        .map_err(|_| unreachable(format!("no answer within {VALIDATE_TIMEOUT:?}")))?
+        .map_err(|e| unreachable(why(&e)))?;
+    Ok(Reply::ok(ValidateView {
+        summary,
+        git_version: version.git_version,
+        platform: version.platform,
+    }))
+}
+
+/// A kubeconfig kube-rs cannot make a client of. Its messages about users may quote an
+/// exec user's command line and environment: those are replaced by a fixed sentence.
+fn not_usable(e: &dyn std::error::Error) -> ApiError {
+    let text = e.to_string();
+    let lower = format!("{e:?}").to_ascii_lowercase();
+    let why = if lower.contains("exec") || lower.contains("auth") || lower.contains("token") {
+        "the user's credentials could not be obtained".to_owned()
+    } else {
+        text
+    };
+    ApiError::bad_request(format!("the kubeconfig is not usable: {why}"))
+}
+
+/// Why a call failed, in words that cannot carry a credential: kube-rs's own messages may
+/// quote an exec user's command line and environment.
+fn why(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => {
+            format!("the API server answered {} {}", status.code, status.reason)
+        }
+        kube::Error::Auth(_) => "the user's credentials could not be obtained".to_owned(),
+        _ => {
+            let text = format!("{e:?}").to_ascii_lowercase();
+            let cause = [
+                ("connection refused", "connection refused"),
+                ("timed out", "timed out"),
+                ("certificate", "TLS certificate not accepted"),
+                ("tls", "TLS handshake failed"),
+                ("dns", "name not resolved"),
+                ("exec", "the user's credentials could not be obtained"),
+            ]
+            .into_iter()
+            .find(|(needle, _)| text.contains(needle))
+            .map_or("connection failed", |(_, cause)| cause);
+            cause.to_owned()
+        }
+    }
+}
+
+fn too_large(size: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the kubeconfig is {size} bytes, above the limit of {MAX_KUBECONFIG_BYTES}"),
+    )
+}
+
+fn bad_kubeconfig(p: kubeconfig::Problem) -> ApiError {
+    ApiError::bad_request(p.0)
+}
+
+/// The text to store for a kubeconfig and context: that context alone, files inlined.
+fn minify(text: &str, context: Option<&str>) -> Result<String, ApiError> {
+    if text.len() > MAX_KUBECONFIG_BYTES {
+        return Err(too_large(text.len()));
+    }
+    let config = kubeconfig::parse(text).map_err(bad_kubeconfig)?;
+    let selected = kubeconfig::select(&config, context, None).map_err(bad_kubeconfig)?;
+    Ok(kubeconfig::to_yaml(&selected))
+}
+
+async fn find(state: &AppState, name: &str) -> Result<Stored<Cluster>, ApiError> {
+    state
+        .metastore
+        .get::<Cluster>(name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("cluster {name:?} not found")))
+}
+
+async fn view(state: &AppState, cluster: &Stored<Cluster>, summary: bool) -> ClusterView {
+    let record = &cluster.record;
+    let snapshot = state.sync.as_ref().and_then(|s| s.cluster(&record.name));
+    let objects_stored = match state.storage.count(Some(&record.name)).await {
+        Ok(n) => Some(n),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot count a cluster's documents");
+            None
+        }
+    };
+    let parsed = kube::config::Kubeconfig::from_yaml(&record.kubeconfig.0).ok();
+    ClusterView {
+        name: record.name.clone(),
+        display_name: record.display_name.clone(),
+        description: record.description.clone(),
+        labels: record.labels.clone(),
+        kube_config: (!summary).then(|| kubeconfig::mask(&record.kubeconfig.0)),
+        kubeconfig_summary: parsed.as_ref().map(kubeconfig::summary),
+        created_at: rfc3339(cluster.created_at),
+        updated_at: rfc3339(cluster.updated_at),
+        version: cluster.version,
+        sync: SyncView {
+            state: snapshot
+                .as_ref()
+                .map_or("unknown", |s| s.state.as_str())
+                .to_owned(),
+            reason: snapshot.as_ref().and_then(|s| match &s.state {
+                SyncState::Error(reason) => Some(reason.to_string()),
+                _ => None,
+            }),
+            objects_synced: snapshot.as_ref().map(|s| s.objects_synced),
+            last_event: snapshot.as_ref().and_then(|s| s.last_event).map(rfc3339),
+            objects_stored,
+        },
+    }
+}
+
+pub(crate) fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_default()
+}

@@ -1,0 +1,240 @@
+//! Karpor's envelope `{success, message, data, traceID, startTime, endTime, costTime}`
+//! around every API answer, and the errors with their truthful statuses. Handlers return
+//! a [`Reply`] or an [`ApiError`]; the [`envelope`] middleware writes the body, so the
+//! refusals of layers and extractors (413, 405, a bad query string) get it too.
+
+use std::time::Instant;
+
+use axum::body::{to_bytes, Body};
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use karpor_metastore::StoreError;
+use karpor_storage::StorageError;
+use serde::Serialize;
+use serde_json::Value;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+/// The body of every API answer (`data` is null on failure).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Envelope<T> {
+    pub success: bool,
+    pub message: String,
+    pub data: Option<T>,
+    /// The request id (also the `x-request-id` header).
+    #[serde(rename = "traceID")]
+    pub trace_id: String,
+    #[serde(rename = "startTime")]
+    pub start_time: String,
+    #[serde(rename = "endTime")]
+    pub end_time: String,
+    /// How long the request took, e.g. `1.25ms`.
+    #[serde(rename = "costTime")]
+    pub cost_time: String,
+}
+
+/// A successful answer: its status and data.
+pub struct Reply {
+    status: StatusCode,
+    data: Value,
+}
+
+impl Reply {
+    pub fn ok(data: impl Serialize) -> Self {
+        Reply::with(StatusCode::OK, data)
+    }
+
+    pub fn created(data: impl Serialize) -> Self {
+        Reply::with(StatusCode::CREATED, data)
+    }
+
+    fn with(status: StatusCode, data: impl Serialize) -> Self {
+        Reply {
+            status,
+            data: serde_json::to_value(data).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// What the middleware puts in the envelope.
+#[derive(Clone)]
+struct Payload {
+    message: String,
+    data: Value,
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        let mut response = self.status.into_response();
+        response.extensions_mut().insert(Payload {
+            message: "OK".to_owned(),
+            data: self.data,
+        });
+        response
+    }
+}
+
+/// A failure with its status. The message is for the caller: it never holds a credential
+/// or a backend's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = self.status.into_response();
+        response.extensions_mut().insert(Payload {
+            message: self.message,
+            data: Value::Null,
+        });
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound { .. } => ApiError::not_found(e.to_string()),
+            StoreError::AlreadyExists { .. } | StoreError::Conflict { .. } => {
+                ApiError::new(StatusCode::CONFLICT, e.to_string())
+            }
+            StoreError::Invalid(_) => ApiError::bad_request(e.to_string()),
+            StoreError::Corrupt(_) => {
+                tracing::error!(error = %e, "metadata store");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "stored data is unreadable",
+                )
+            }
+            // A backend that cannot serve now: the detail (addresses) goes to the log only.
+            StoreError::Unavailable(_)
+            | StoreError::Unauthorized(_)
+            | StoreError::Timeout
+            | StoreError::Misconfigured(_)
+            | StoreError::Compacted(_) => {
+                tracing::warn!(error = %e, "metadata store unavailable");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the metadata store is unavailable",
+                )
+            }
+        }
+    }
+}
+
+impl From<StorageError> for ApiError {
+    fn from(e: StorageError) -> Self {
+        match e {
+            StorageError::Invalid(message) => ApiError::bad_request(message),
+            StorageError::Corrupt(_) => {
+                tracing::error!(error = %e, "resource storage");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "stored data is unreadable",
+                )
+            }
+            StorageError::Unavailable(_)
+            | StorageError::Unauthorized(_)
+            | StorageError::Timeout
+            | StorageError::StatusRed
+            | StorageError::Misconfigured(_) => {
+                tracing::warn!(error = %e, "resource storage unavailable");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the resource storage is unavailable",
+                )
+            }
+        }
+    }
+}
+
+pub type ApiResult = Result<Reply, ApiError>;
+
+/// Unknown routes under the prefix.
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+/// Longest text of a layer's or extractor's refusal taken into a message.
+const MAX_REFUSAL: usize = 512;
+
+/// Wraps every answer in the envelope, with the request id and times.
+pub async fn envelope(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let start_time = OffsetDateTime::now_utc();
+    let trace_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let response = next.run(request).await;
+    let (mut parts, body) = response.into_parts();
+    let payload = match parts.extensions.remove::<Payload>() {
+        Some(payload) => payload,
+        None => {
+            // A refusal by a layer or an extractor: its text becomes the message.
+            if parts.status == StatusCode::UNPROCESSABLE_ENTITY {
+                parts.status = StatusCode::BAD_REQUEST;
+            }
+            let text = to_bytes(body, 64 * 1024).await.unwrap_or_default();
+            let text = String::from_utf8_lossy(&text);
+            let mut message: String = text.trim().chars().take(MAX_REFUSAL).collect();
+            if message.is_empty() {
+                message = parts
+                    .status
+                    .canonical_reason()
+                    .unwrap_or("error")
+                    .to_owned();
+            }
+            Payload {
+                message,
+                data: Value::Null,
+            }
+        }
+    };
+    let success = parts.status.is_success();
+    let end_time = OffsetDateTime::now_utc();
+    let body = Envelope {
+        success,
+        message: payload.message,
+        data: success.then_some(payload.data),
+        trace_id,
+        start_time: rfc3339(start_time),
+        end_time: rfc3339(end_time),
+        cost_time: format!("{:?}", started.elapsed()),
+    };
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_default()
+}

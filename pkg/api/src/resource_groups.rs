@@ -1,0 +1,252 @@
+//! Resource group rules (CRUD) and the groups of a rule: the combinations of its fields'
+//! values among the stored documents, with counts, from term aggregations.
+
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use karpor_core::model::{validate_name, ResourceGroupRule};
+use karpor_metastore::Stored;
+use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+use crate::clusters::rfc3339;
+use crate::envelope::{ApiError, ApiResult, Reply};
+use crate::AppState;
+
+/// The fields a rule may group by (those storage can aggregate).
+const FIELDS: [(&str, Field); 4] = [
+    ("cluster", Field::Cluster),
+    ("apiVersion", Field::ApiVersion),
+    ("kind", Field::Kind),
+    ("namespace", Field::Namespace),
+];
+/// Most values per field, and most groups in an answer.
+const BUCKETS: usize = 100;
+const MAX_GROUPS: usize = 1000;
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/resource-group-rules", get(list))
+        .route(
+            "/resource-group-rule/{name}",
+            get(read).post(create).put(update).delete(remove),
+        )
+        .route("/resource-groups/{name}", get(groups))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleView {
+    pub name: String,
+    pub description: String,
+    pub fields: Vec<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub version: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RuleList {
+    pub items: Vec<RuleView>,
+    pub total: usize,
+}
+
+/// A rule's body: the fields to group by, of cluster, apiVersion, kind and namespace.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleBody {
+    #[serde(default)]
+    pub description: String,
+    pub fields: Vec<String>,
+}
+
+fn view(rule: Stored<ResourceGroupRule>) -> RuleView {
+    RuleView {
+        name: rule.record.name,
+        description: rule.record.description,
+        fields: rule.record.fields,
+        created_at: rfc3339(rule.created_at),
+        updated_at: rfc3339(rule.updated_at),
+        version: rule.version,
+    }
+}
+
+#[utoipa::path(get, path = "/rest-api/v1/resource-group-rules", tag = "resource groups",
+    responses((status = 200, body = inline(crate::envelope::Envelope<RuleList>)),
+        crate::openapi::Errors))]
+pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
+    let items: Vec<RuleView> = state
+        .metastore
+        .list_all::<ResourceGroupRule>()
+        .await?
+        .into_iter()
+        .map(view)
+        .collect();
+    Ok(Reply::ok(RuleList {
+        total: items.len(),
+        items,
+    }))
+}
+
+#[utoipa::path(get, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
+    params(("name" = String, Path, description = "the rule's name")),
+    responses((status = 200, body = inline(crate::envelope::Envelope<RuleView>)),
+        crate::openapi::Errors))]
+pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    Ok(Reply::ok(view(find(&state, &name).await?)))
+}
+
+fn record(name: String, body: RuleBody) -> Result<ResourceGroupRule, ApiError> {
+    validate_name(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if body.fields.is_empty() {
+        return Err(ApiError::bad_request("fields is empty"));
+    }
+    for field in &body.fields {
+        if !FIELDS.iter().any(|(n, _)| n == field) {
+            return Err(ApiError::bad_request(format!(
+                "field {field:?}: group by cluster, apiVersion, kind or namespace"
+            )));
+        }
+    }
+    Ok(ResourceGroupRule {
+        name,
+        description: body.description,
+        fields: body.fields,
+    })
+}
+
+#[utoipa::path(post, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
+    params(("name" = String, Path, description = "the rule's name")),
+    request_body = RuleBody,
+    responses((status = 201, body = inline(crate::envelope::Envelope<RuleView>)),
+        crate::openapi::Errors))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(body): Json<RuleBody>,
+) -> ApiResult {
+    let stored = state.metastore.create(record(name, body)?).await?;
+    Ok(Reply::created(view(stored)))
+}
+
+#[utoipa::path(put, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
+    params(("name" = String, Path, description = "the rule's name")),
+    request_body = RuleBody,
+    responses((status = 200, body = inline(crate::envelope::Envelope<RuleView>)),
+        crate::openapi::Errors))]
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(body): Json<RuleBody>,
+) -> ApiResult {
+    let current = find(&state, &name).await?;
+    let stored = state
+        .metastore
+        .update(record(name, body)?, current.version)
+        .await?;
+    Ok(Reply::ok(view(stored)))
+}
+
+#[utoipa::path(delete, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
+    params(("name" = String, Path, description = "the rule's name")),
+    responses((status = 200, body = inline(crate::envelope::Envelope<String>)),
+        crate::openapi::Errors))]
+pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    let current = find(&state, &name).await?;
+    state
+        .metastore
+        .delete::<ResourceGroupRule>(&name, Some(current.version))
+        .await?;
+    Ok(Reply::ok(name))
+}
+
+/// One group: a value for each of the rule's fields, and how many documents have them.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Group {
+    pub values: BTreeMap<String, String>,
+    pub count: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupList {
+    pub rule: String,
+    pub fields: Vec<String>,
+    pub items: Vec<Group>,
+    pub total: usize,
+}
+
+#[utoipa::path(get, path = "/rest-api/v1/resource-groups/{name}", tag = "resource groups",
+    params(("name" = String, Path, description = "the rule's name")),
+    responses((status = 200, body = inline(crate::envelope::Envelope<GroupList>)),
+        crate::openapi::Errors))]
+pub(crate) async fn groups(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    let rule = find(&state, &name).await?.record;
+    let mut fields = Vec::new();
+    for name in &rule.fields {
+        match FIELDS.iter().find(|(n, _)| n == name) {
+            Some((n, f)) => fields.push((*n, f.clone())),
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "the rule groups by {name:?}, which cannot be aggregated"
+                )))
+            }
+        }
+    }
+    // Breadth first: each level splits every group of the level above by one more field.
+    let mut level: Vec<(Vec<Expr>, BTreeMap<String, String>, u64)> =
+        vec![(vec![not_deleted()], BTreeMap::new(), 0)];
+    for (name, field) in &fields {
+        let mut next = Vec::new();
+        for (filter, values, _) in &level {
+            let query = Query {
+                filter: Expr::And(filter.clone()),
+                order_by: Vec::new(),
+                limit: None,
+                offset: None,
+            };
+            for bucket in state.storage.terms(field, &query, BUCKETS).await? {
+                if next.len() >= MAX_GROUPS {
+                    break;
+                }
+                let mut filter = filter.clone();
+                filter.push(Expr::Compare {
+                    field: field.clone(),
+                    op: Op::Eq,
+                    value: SearchValue::Text(bucket.key.clone()),
+                });
+                let mut values = values.clone();
+                values.insert((*name).to_owned(), bucket.key);
+                next.push((filter, values, bucket.count));
+            }
+        }
+        level = next;
+    }
+    let items: Vec<Group> = level
+        .into_iter()
+        .map(|(_, values, count)| Group { values, count })
+        .collect();
+    Ok(Reply::ok(GroupList {
+        rule: rule.name,
+        fields: rule.fields,
+        total: items.len(),
+        items,
+    }))
+}
+
+fn not_deleted() -> Expr {
+    Expr::Compare {
+        field: Field::Deleted,
+        op: Op::Eq,
+        value: SearchValue::Bool(false),
+    }
+}
+
+async fn find(state: &AppState, name: &str) -> Result<Stored<ResourceGroupRule>, ApiError> {
+    state
+        .metastore
+        .get::<ResourceGroupRule>(name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("resource group rule {name:?} not found")))
+}

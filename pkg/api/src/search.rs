@@ -1,0 +1,109 @@
+//! `GET /search`: Karpor's SQL dialect (`pattern=sql`, the default) or a keyword, paged.
+
+use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::Router;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::clusters::rfc3339;
+use crate::envelope::{ApiError, ApiResult, Reply};
+use crate::AppState;
+
+/// Largest page.
+pub const MAX_PAGE_SIZE: u64 = 1000;
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new().route("/search", get(search))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SearchParams {
+    /// `select * from resources where ...` (with `pattern=sql`), or the keyword (with
+    /// `pattern=keyword`).
+    pub query: Option<String>,
+    /// `sql` (default) or `keyword`.
+    pub pattern: Option<String>,
+    /// A keyword, anywhere in name, namespace, labels or content (instead of `query`).
+    pub keyword: Option<String>,
+    /// From 1 (default 1).
+    pub page: Option<u64>,
+    /// 1 to 1000 (default 10).
+    pub page_size: Option<u64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchItem {
+    pub cluster: String,
+    /// The object as stored.
+    #[schema(value_type = Object)]
+    pub object: Value,
+    pub sync_at: String,
+    pub deleted: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchPage {
+    pub items: Vec<SearchItem>,
+    pub total: u64,
+    pub current_page: u64,
+    pub page_size: u64,
+}
+
+#[utoipa::path(get, path = "/rest-api/v1/search", tag = "search", params(SearchParams),
+    responses((status = 200, body = inline(crate::envelope::Envelope<SearchPage>)),
+        crate::openapi::Errors))]
+pub(crate) async fn search(
+    State(state): State<AppState>,
+    Query(params): Query<SearchParams>,
+) -> ApiResult {
+    let page = params.page.unwrap_or(1);
+    let page_size = params.page_size.unwrap_or(10);
+    if page == 0 {
+        return Err(ApiError::bad_request("page starts at 1"));
+    }
+    if page_size == 0 || page_size > MAX_PAGE_SIZE {
+        return Err(ApiError::bad_request(format!(
+            "pageSize must be 1 to {MAX_PAGE_SIZE}"
+        )));
+    }
+    let parsed = match (params.pattern.as_deref(), &params.query, &params.keyword) {
+        (_, Some(_), Some(_)) => {
+            return Err(ApiError::bad_request("give query or keyword, not both"))
+        }
+        (None | Some("keyword"), None, Some(k)) => karpor_search::keyword(k),
+        (None | Some("sql"), Some(q), None) => karpor_search::parse(q),
+        (Some("keyword"), Some(k), None) => karpor_search::keyword(k),
+        (Some("sql" | "keyword") | None, None, None) => {
+            return Err(ApiError::bad_request("query (or keyword) is required"))
+        }
+        (Some(other), _, _) => {
+            return Err(ApiError::bad_request(format!(
+                "pattern {other:?}: use sql or keyword"
+            )))
+        }
+    };
+    let query = parsed.map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let from = (page - 1).saturating_mul(page_size);
+    let result = state.storage.search(&query, from, page_size).await?;
+    Ok(Reply::ok(SearchPage {
+        items: result
+            .items
+            .into_iter()
+            .map(|d| SearchItem {
+                cluster: d.cluster,
+                object: d.object,
+                sync_at: rfc3339(d.sync_at),
+                deleted: d.deleted,
+            })
+            .collect(),
+        total: result.total,
+        current_page: page,
+        page_size,
+    }))
+}

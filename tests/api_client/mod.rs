@@ -1,0 +1,153 @@
+//! A client for the REST API in tests: every answer's envelope is checked, and every body
+//! is kept so a test can scan them all for credentials.
+#![allow(dead_code)] // each test crate uses a different part
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::Karpor;
+
+/// Credentials the tests put in kubeconfigs and config: none may ever be answered or logged.
+pub const SECRETS: &[&str] = &[
+    "secret-token-1",
+    "S0VZLXNlY3JldA==",
+    "exec-secret-arg",
+    "exec-secret-env",
+    "admin-token-xyz",
+    "guest-token-xyz",
+    "test-admin-token",
+];
+
+pub const ADMIN: &str = "admin-token-xyz";
+pub const GUEST: &str = "guest-token-xyz";
+
+/// Two tokens, no anonymous access.
+pub const WITH_TOKENS: &str = "shutdown: {drain_delay: 1s}
+auth:
+  anonymous: none
+  tokens:
+  - {name: ops, role: admin, token: admin-token-xyz}
+  - {name: viewer, role: guest, token: {env: GUEST_TOKEN}}
+";
+
+/// A kubeconfig of three contexts: token, client certificate and exec users; the server
+/// is closed (nothing listens on port 1).
+pub const THREE_CONTEXTS: &str = r#"apiVersion: v1
+kind: Config
+clusters:
+- name: one
+  cluster: {server: "https://127.0.0.1:1", certificate-authority-data: "Q0E="}
+- name: two
+  cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+- name: token-user
+  user: {token: secret-token-1}
+- name: cert-user
+  user: {client-certificate-data: "Q0VSVA==", client-key-data: "S0VZLXNlY3JldA=="}
+- name: exec-user
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: /bin/false
+      args: [--secret, exec-secret-arg]
+      env: [{name: TOKEN, value: exec-secret-env}]
+contexts:
+- name: first
+  context: {cluster: one, user: token-user}
+- name: second
+  context: {cluster: two, user: cert-user, namespace: apps}
+- name: third
+  context: {cluster: one, user: exec-user}
+current-context: first
+"#;
+
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+    pub token: Option<String>,
+    bodies: Mutex<Vec<String>>,
+}
+
+impl Client {
+    pub fn new(karpor: &Karpor) -> Client {
+        Client {
+            base: karpor.url(""),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+            token: None,
+            bodies: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn with_token(karpor: &Karpor, token: &str) -> Client {
+        Client {
+            token: Some(token.to_owned()),
+            ..Client::new(karpor)
+        }
+    }
+
+    /// `(status, envelope)`; the envelope's shape is asserted for every answer.
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        self.send(request).await
+    }
+
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let id = response
+            .headers()
+            .get("x-request-id")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let text = response.text().await.unwrap();
+        self.bodies.lock().unwrap().push(text.clone());
+        let envelope: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{status}: not JSON ({e}): {text}"));
+        let success = envelope["success"].as_bool().expect("success");
+        assert_eq!(success, (200..300).contains(&status), "{status}: {text}");
+        assert!(envelope["message"].is_string(), "{text}");
+        if !success {
+            assert!(envelope["data"].is_null(), "{text}");
+        }
+        assert_eq!(envelope["traceID"].as_str(), id.as_deref(), "{text}");
+        for key in ["startTime", "endTime", "costTime"] {
+            assert!(envelope[key].is_string(), "{key}: {text}");
+        }
+        (status, envelope)
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Asserts that no answer so far carried a credential.
+    pub fn assert_no_secret_answered(&self) {
+        for body in self.bodies.lock().unwrap().iter() {
+            for secret in SECRETS {
+                assert!(!body.contains(secret), "{secret} answered in {body}");
+            }
+        }
+    }
+}
+
+pub fn assert_no_secret_logged(karpor: &Karpor) {
+    let logs = karpor.logs();
+    for secret in SECRETS {
+        assert!(!logs.contains(secret), "{secret} logged:\n{logs}");
+    }
+}
