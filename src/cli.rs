@@ -1,4 +1,5 @@
-//! The command line: `serve`, `syncer`, `health`, `version`.
+//! The command line: `serve`, `syncer`, `health`, `metadata`, `cluster`, `search`,
+//! `version`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::app::{Application, Mode};
 use crate::config::{self, LogFormat, Overrides};
-use crate::{health_cmd, metadata_cmd, shutdown, telemetry};
+use crate::{api_cmd, health_cmd, metadata_cmd, shutdown, telemetry};
 
 /// Exit status of a config error (and of a command-line error, as clap does).
 pub const EXIT_CONFIG: u8 = 2;
@@ -37,8 +38,73 @@ enum Command {
         #[command(subcommand)]
         command: MetadataCommand,
     },
+    /// Register, list or remove clusters through a running server's REST API.
+    Cluster {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+    /// Search a running server's resources with SQL (`select * from resources where ...`).
+    Search(SearchArgs),
     /// Print the version.
     Version,
+}
+
+/// Where the REST API is, and the token to use.
+#[derive(Debug, Args)]
+pub(crate) struct ServerArgs {
+    /// Base URL of `karpor serve`.
+    #[arg(
+        long,
+        global = true,
+        env = "KARPOR_SERVER",
+        default_value = "http://127.0.0.1:7443"
+    )]
+    pub server: String,
+    /// Bearer token (an `auth.tokens` entry of the server).
+    #[arg(long, global = true, env = "KARPOR_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ClusterCommand {
+    /// Register a cluster from a kubeconfig (its current context, or `--context`).
+    Add {
+        name: String,
+        #[arg(long)]
+        kubeconfig: PathBuf,
+        #[arg(long)]
+        context: Option<String>,
+        #[arg(long)]
+        display_name: Option<String>,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// List the registered clusters.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deregister a cluster (its documents are removed by the syncer).
+    Rm { name: String },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SearchArgs {
+    /// The SQL query.
+    pub query: String,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Page, from 1.
+    #[arg(long, default_value_t = 1)]
+    pub page: u64,
+    #[arg(long, default_value_t = 20)]
+    pub page_size: u64,
+    /// Print the answer's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -121,6 +187,14 @@ pub fn run() -> ExitCode {
             Err(code) => code,
         },
         Command::Metadata { command } => run_metadata(command),
+        Command::Cluster { server, command } => match runtime() {
+            Ok(rt) => rt.block_on(api_cmd::cluster(&server, &command)),
+            Err(code) => code,
+        },
+        Command::Search(args) => match runtime() {
+            Ok(rt) => rt.block_on(api_cmd::search(&args)),
+            Err(code) => code,
+        },
         Command::Serve(args) => run_app(&args, Mode::Serve),
         Command::Syncer(args) => run_app(&args, Mode::Syncer),
     }

@@ -1,6 +1,7 @@
 //! The `karpor` binary's library: the command line, the config, and the [`app::Application`]
 //! that assembles the components of `pkg/` from config and runs them until shutdown.
 
+mod api_cmd;
 pub mod app;
 pub mod cli;
 pub mod config;

@@ -1,0 +1,261 @@
+//! `karpor cluster add|list|rm` and `karpor search`: clients of a running server's REST
+//! API. Exit 0 done, 1 refused by the server (its message on stderr), 2 unreachable.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::cli::{ClusterCommand, SearchArgs, ServerArgs};
+
+const EXIT_REFUSED: u8 = 1;
+const EXIT_UNREACHABLE: u8 = 2;
+
+struct Api {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+/// Why a command failed: its exit status and a line for stderr.
+struct Failed(u8, String);
+
+impl Api {
+    fn new(args: &ServerArgs) -> Result<Api, Failed> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| Failed(EXIT_UNREACHABLE, format!("cannot make an HTTP client: {e}")))?;
+        Ok(Api {
+            base: format!("{}/rest-api/v1", args.server.trim_end_matches('/')),
+            token: args.token.clone().filter(|t| !t.is_empty()),
+            http,
+        })
+    }
+
+    /// The envelope's `data` of a 2xx answer.
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, Failed> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.http.request(method, &url);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Failed(EXIT_UNREACHABLE, format!("cannot reach {}: {e}", self.base)))?;
+        let status = response.status();
+        let envelope: Value = response.json().await.map_err(|e| {
+            Failed(
+                EXIT_REFUSED,
+                format!("{status}: the answer is not karpor's JSON: {e}"),
+            )
+        })?;
+        if !status.is_success() {
+            let message = envelope["message"].as_str().unwrap_or("no message");
+            return Err(Failed(EXIT_REFUSED, format!("{status}: {message}")));
+        }
+        Ok(envelope["data"].clone())
+    }
+}
+
+pub async fn cluster(server: &ServerArgs, command: &ClusterCommand) -> ExitCode {
+    finish(run_cluster(server, command).await)
+}
+
+pub async fn search(args: &SearchArgs) -> ExitCode {
+    finish(run_search(args).await)
+}
+
+fn finish(result: Result<(), Failed>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failed(code, message)) => {
+            eprintln!("karpor: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+async fn run_cluster(server: &ServerArgs, command: &ClusterCommand) -> Result<(), Failed> {
+    let api = Api::new(server)?;
+    match command {
+        ClusterCommand::Add {
+            name,
+            kubeconfig,
+            context,
+            display_name,
+            description,
+        } => {
+            let text = read_kubeconfig(kubeconfig, context.as_deref())?;
+            let body = json!({
+                "displayName": display_name.clone().unwrap_or_default(),
+                "description": description.clone().unwrap_or_default(),
+                "kubeConfig": text,
+            });
+            let data = api
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/cluster/{name}"),
+                    Some(body),
+                )
+                .await?;
+            let summary = &data["kubeconfigSummary"];
+            println!(
+                "cluster {name} added (context {}, server {})",
+                summary["context"].as_str().unwrap_or("?"),
+                summary["server"].as_str().unwrap_or("?")
+            );
+        }
+        ClusterCommand::List { json } => {
+            let data = api
+                .call(reqwest::Method::GET, "/clusters?summary=true", None)
+                .await?;
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&data["items"]).unwrap_or_default()
+                );
+                return Ok(());
+            }
+            let rows = data["items"]
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(|c| {
+                            vec![
+                                text(&c["name"]),
+                                text(&c["displayName"]),
+                                text(&c["kubeconfigSummary"]["server"]),
+                                text(&c["sync"]["state"]),
+                                text(&c["sync"]["objectsStored"]),
+                            ]
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            print!(
+                "{}",
+                table(&["NAME", "DISPLAY NAME", "SERVER", "SYNC", "OBJECTS"], rows)
+            );
+        }
+        ClusterCommand::Rm { name } => {
+            api.call(reqwest::Method::DELETE, &format!("/cluster/{name}"), None)
+                .await?;
+            println!("cluster {name} removed");
+        }
+    }
+    Ok(())
+}
+
+/// The kubeconfig's chosen context alone, its files read here (relative to the file) so
+/// the server need not see them.
+fn read_kubeconfig(path: &Path, context: Option<&str>) -> Result<String, Failed> {
+    let refused = |m: String| Failed(EXIT_REFUSED, format!("{}: {m}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| refused(format!("cannot read: {e}")))?;
+    let config = karpor_api::kubeconfig::parse(&text).map_err(|p| refused(p.0))?;
+    let selected = karpor_api::kubeconfig::select(&config, context, path.parent())
+        .map_err(|p| refused(p.0))?;
+    Ok(karpor_api::kubeconfig::to_yaml(&selected))
+}
+
+async fn run_search(args: &SearchArgs) -> Result<(), Failed> {
+    let api = Api::new(&args.server)?;
+    let query = format!(
+        "/search?pattern=sql&query={}&page={}&pageSize={}",
+        encode(&args.query),
+        args.page,
+        args.page_size
+    );
+    let data = api.call(reqwest::Method::GET, &query, None).await?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&data).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    let items = data["items"].as_array().cloned().unwrap_or_default();
+    let rows = items
+        .iter()
+        .map(|item| {
+            let object = &item["object"];
+            vec![
+                text(&item["cluster"]),
+                text(&object["apiVersion"]),
+                text(&object["kind"]),
+                text(&object["metadata"]["namespace"]),
+                text(&object["metadata"]["name"]),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &["CLUSTER", "APIVERSION", "KIND", "NAMESPACE", "NAME"],
+            rows
+        )
+    );
+    println!(
+        "{} of {} (page {})",
+        items.len(),
+        text(&data["total"]),
+        text(&data["currentPage"])
+    );
+    Ok(())
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Left-aligned columns, two spaces apart.
+fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<String>| {
+        let cells: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row);
+    }
+    out
+}
+
+/// Percent-encoding of a query parameter's value.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

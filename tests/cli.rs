@@ -1,0 +1,184 @@
+//! `karpor cluster` and `karpor search` against a real `karpor serve`: the issue's "done
+//! when" (the embedded default, the test cluster added, its ConfigMaps found), tokens
+//! through flags and environment, and the exit statuses.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+use support::{service, wait_for, Spawn, EMBEDDED};
+
+fn karpor(args: &[&str], server: &str, env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_karpor"));
+    command
+        .args(args)
+        .env("KARPOR_SERVER", server)
+        .env_remove("KARPOR_TOKEN");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().unwrap()
+}
+
+fn text(output: &Output) -> (i32, String, String) {
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn kube_client(path: &Path) -> Client {
+    let config = Kubeconfig::read_from(path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
+    let path = service("KARPOR_TEST_KUBECONFIG_A").expect("test services: scripts/services.sh");
+    let path = Path::new(&path);
+    let client = kube_client(path).await;
+    let namespace = format!("cli-{}", std::process::id());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    configmaps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "found-by-cli"}, "data": {"k": "v"}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    let server = Spawn::serve(EMBEDDED).start();
+    let url = server.url("");
+    let kubeconfig = path.to_str().unwrap();
+    let (code, out, err) = text(&karpor(
+        &["cluster", "add", "test-a", "--kubeconfig", kubeconfig],
+        &url,
+        &[],
+    ));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("cluster test-a added (context a"), "{out}");
+    let (code, _, err) = text(&karpor(
+        &["cluster", "add", "test-a", "--kubeconfig", kubeconfig],
+        &url,
+        &[],
+    ));
+    assert_eq!(code, 1);
+    assert!(err.contains("409"), "{err}");
+
+    let query =
+        format!("select * from resources where kind='ConfigMap' and namespace='{namespace}'");
+    let found = wait_for(Duration::from_secs(60), "the ConfigMap is found", || {
+        let out = text(&karpor(&["search", &query], &url, &[]));
+        async move { out.0 == 0 && out.1.contains("found-by-cli") }
+    })
+    .await;
+    eprintln!("found after {found:?}");
+    let (code, out, _) = text(&karpor(
+        &["search", "select * from resources where kind='ConfigMap'"],
+        &url,
+        &[],
+    ));
+    assert_eq!(code, 0);
+    assert!(out.starts_with("CLUSTER"), "{out}");
+    let row = out.lines().nth(1).unwrap_or_default();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[..3], ["test-a", "v1", "ConfigMap"], "{out}");
+    let (code, out, _) = text(&karpor(&["search", &query, "--json"], &url, &[]));
+    assert_eq!(code, 0);
+    let page: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(page["total"], 1, "{out}");
+    assert_eq!(page["items"][0]["object"]["data"]["k"], "v");
+
+    let (code, out, _) = text(&karpor(&["cluster", "list"], &url, &[]));
+    assert_eq!(code, 0);
+    assert!(out.lines().nth(1).unwrap().starts_with("test-a"), "{out}");
+    let (code, out, _) = text(&karpor(&["cluster", "list", "--json"], &url, &[]));
+    assert_eq!(code, 0);
+    let clusters: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(clusters[0]["sync"]["state"], "synced", "{out}");
+    assert!(!out.contains(support::services::APISERVER_TOKEN));
+
+    let (code, out, _) = text(&karpor(&["search", "select nonsense"], &url, &[]));
+    assert_eq!(code, 1, "{out}");
+    let (code, out, _) = text(&karpor(&["cluster", "rm", "test-a"], &url, &[]));
+    assert_eq!((code, out.as_str()), (0, "cluster test-a removed\n"));
+    let (code, _, err) = text(&karpor(&["cluster", "rm", "test-a"], &url, &[]));
+    assert_eq!(code, 1);
+    assert!(err.contains("404"), "{err}");
+    assert!(!server.logs().contains(support::services::APISERVER_TOKEN));
+    namespaces
+        .delete(&namespace, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_come_from_the_flag_or_the_environment_and_exit_statuses_say_why() {
+    let config =
+        "auth: {anonymous: none, tokens: [{name: ops, role: admin, token: cli-admin-token}]}
+shutdown: {drain_delay: 1s}
+";
+    let server = Spawn::serve(config).start();
+    let url = server.url("");
+    let (code, _, err) = text(&karpor(&["cluster", "list"], &url, &[]));
+    assert_eq!(code, 1);
+    assert!(err.contains("401"), "{err}");
+    let (code, out, err) = text(&karpor(
+        &["cluster", "list", "--token", "cli-admin-token"],
+        &url,
+        &[],
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "NAME  DISPLAY NAME  SERVER  SYNC  OBJECTS\n");
+    let (code, _, err) = text(&karpor(
+        &["search", "select * from resources"],
+        &url,
+        &[("KARPOR_TOKEN", "cli-admin-token")],
+    ));
+    assert_eq!(code, 0, "{err}");
+    // A broken kubeconfig is refused before anything is sent.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("config");
+    std::fs::write(&broken, "clusters: [\n").unwrap();
+    let (code, _, err) = text(&karpor(
+        &[
+            "cluster",
+            "add",
+            "x",
+            "--kubeconfig",
+            broken.to_str().unwrap(),
+        ],
+        &url,
+        &[("KARPOR_TOKEN", "cli-admin-token")],
+    ));
+    assert_eq!(code, 1);
+    assert!(err.contains("not YAML"), "{err}");
+    assert!(!server.logs().contains("cli-admin-token"));
+    // Nothing listens there.
+    let dead = format!("http://127.0.0.1:{}", support::services::free_port());
+    let (code, _, err) = text(&karpor(&["cluster", "list"], &dead, &[]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot reach"), "{err}");
+}
