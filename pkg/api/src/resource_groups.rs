@@ -59,6 +59,7 @@ pub struct RuleList {
 pub struct RuleBody {
     #[serde(default)]
     pub description: String,
+    #[schema(example = json!(["namespace", "kind"]))]
     pub fields: Vec<String>,
 }
 
@@ -91,7 +92,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
 }
 
 #[utoipa::path(get, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
-    params(("name" = String, Path, description = "the rule's name")),
+    params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<RuleView>)),
         crate::openapi::Errors))]
 pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
@@ -118,7 +119,7 @@ fn record(name: String, body: RuleBody) -> Result<ResourceGroupRule, ApiError> {
 }
 
 #[utoipa::path(post, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
-    params(("name" = String, Path, description = "the rule's name")),
+    params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     request_body = RuleBody,
     responses((status = 201, body = inline(crate::envelope::Envelope<RuleView>)),
         crate::openapi::Errors))]
@@ -132,7 +133,7 @@ pub(crate) async fn create(
 }
 
 #[utoipa::path(put, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
-    params(("name" = String, Path, description = "the rule's name")),
+    params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     request_body = RuleBody,
     responses((status = 200, body = inline(crate::envelope::Envelope<RuleView>)),
         crate::openapi::Errors))]
@@ -150,7 +151,7 @@ pub(crate) async fn update(
 }
 
 #[utoipa::path(delete, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
-    params(("name" = String, Path, description = "the rule's name")),
+    params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<String>)),
         crate::openapi::Errors))]
 pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
@@ -178,7 +179,7 @@ pub struct GroupList {
 }
 
 #[utoipa::path(get, path = "/rest-api/v1/resource-groups/{name}", tag = "resource groups",
-    params(("name" = String, Path, description = "the rule's name")),
+    params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<GroupList>)),
         crate::openapi::Errors))]
 pub(crate) async fn groups(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {

@@ -24,6 +24,7 @@ pub(crate) fn routes() -> Router<AppState> {
 pub struct SearchParams {
     /// `select * from resources where ...` (with `pattern=sql`), or the keyword (with
     /// `pattern=keyword`).
+    #[param(example = "select * from resources where kind='ConfigMap'")]
     pub query: Option<String>,
     /// `sql` (default) or `keyword`.
     pub pattern: Option<String>,

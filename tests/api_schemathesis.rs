@@ -1,0 +1,56 @@
+//! A property-based run of schemathesis (from the test venv) against `/openapi.json` of a
+//! real `karpor serve` on the embedded default with an admin token: no 5xx, and no
+//! status, content type, header or body that contradicts the document. Its
+//! `positive_data_acceptance` check is left out: a schema-valid string is not valid SQL or
+//! a valid kubeconfig, and those are refused with 400 as documented.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use support::{service, Spawn};
+
+const TOKEN: &str = "schemathesis-admin-token";
+
+#[test]
+fn schemathesis_finds_no_server_error_and_no_answer_contradicting_the_document() {
+    let venv = service("KARPOR_TEST_VENV").expect("test services: scripts/services.sh");
+    let st = PathBuf::from(venv).join("bin/st");
+    assert!(
+        st.exists(),
+        "{} missing: run scripts/services.sh start (it installs schemathesis)",
+        st.display()
+    );
+    let config = format!(
+        "auth: {{anonymous: none, tokens: [{{name: st, role: admin, token: {TOKEN}}}]}}\n\
+         shutdown: {{drain_delay: 1s}}\n"
+    );
+    let karpor = Spawn::serve(&config).start();
+    let output = Command::new(&st)
+        .arg("run")
+        .arg(karpor.url("/openapi.json"))
+        .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
+        .args([
+            "--checks",
+            "all",
+            "--exclude-checks",
+            "positive_data_acceptance",
+        ])
+        .args(["--max-examples", "40", "--workers", "2", "--no-color"])
+        .env("SCHEMATHESIS_TELEMETRY", "false")
+        .env("HOME", karpor.dir())
+        .current_dir(karpor.dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("17 selected / 17 total"), "{stdout}");
+    assert!(stdout.contains(" passed"), "{stdout}");
+    assert!(!stdout.contains("failures"), "{stdout}");
+    // The run reached past validation: the documented example kubeconfig was registered.
+    let logs = karpor.logs();
+    assert!(logs.contains("cluster registered"), "{stdout}");
+    assert!(!logs.contains(TOKEN), "the token was logged");
+}
