@@ -137,8 +137,8 @@ async fn run_cluster(server: &ServerArgs, command: &ClusterCommand) -> Result<()
                                 text(&c["name"]),
                                 text(&c["displayName"]),
                                 text(&c["kubeconfigSummary"]["server"]),
-                                text(&c["sync"]["state"]),
-                                text(&c["sync"]["objectsStored"]),
+                                text(&c["syncStatus"]["state"]),
+                                text(&c["syncStatus"]["objectsStored"]),
                             ]
                         })
                         .collect()

@@ -73,7 +73,7 @@ async fn clusters_are_created_read_listed_updated_and_deleted_with_truthful_stat
     let (code, one) = api.call("GET", "/rest-api/v1/cluster/one", None).await;
     assert_eq!(code, 200);
     assert_eq!(one["data"]["version"], created["data"]["version"]);
-    assert!(one["data"]["sync"]["state"].is_string());
+    assert!(one["data"]["syncStatus"]["state"].is_string());
     let (code, missing) = api.call("GET", "/rest-api/v1/cluster/nope", None).await;
     assert_eq!(code, 404, "{missing}");
     assert!(missing["message"]
@@ -694,8 +694,8 @@ async fn search_insight_and_resource_groups_answer_from_storage() {
 
     // The cluster's sync status is unknown (no syncer here); its stored count is known.
     let (_, cluster) = api.call("GET", "/rest-api/v1/cluster/c1", None).await;
-    assert_eq!(cluster["data"]["sync"]["state"], "unknown");
-    assert_eq!(cluster["data"]["sync"]["objectsStored"], 3);
+    assert_eq!(cluster["data"]["syncStatus"]["state"], "unknown");
+    assert_eq!(cluster["data"]["syncStatus"]["objectsStored"], 3);
 
     let rule = |fields: Value| Some(json!({"description": "d", "fields": fields}));
     let (code, created) = api
@@ -844,4 +844,53 @@ fn a_bad_auth_or_limits_section_exits_2_naming_the_key() {
         );
         assert!(!dir.path().join("data").exists(), "nothing may start");
     }
+}
+
+/// A request past `request_timeout` is a 503; past `concurrency`, requests wait their turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_requests_time_out_with_503_and_others_wait_for_a_slot() {
+    // An API server that accepts connections and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            held.push(socket);
+        }
+    });
+    let karpor = Spawn::serve(
+        "server: {syncer: false, limits: {request_timeout: 2s, concurrency: 1}}\n\
+         shutdown: {drain_delay: 1s}\n",
+    )
+    .start();
+    let api = std::sync::Arc::new(Client::new(&karpor));
+    let kubeconfig =
+        THREE_CONTEXTS.replace("https://127.0.0.1:1", &format!("https://127.0.0.1:{port}"));
+    let slow = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let answer = api
+                .call(
+                    "POST",
+                    "/rest-api/v1/cluster/config/validate",
+                    Some(json!({"kubeConfig": kubeconfig})),
+                )
+                .await;
+            (answer, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let (code, _) = api.call("GET", "/rest-api/v1/clusters", None).await;
+    let waited = started.elapsed();
+    let ((slow_code, slow_answer), slow_took) = slow.await.unwrap();
+    assert_eq!(slow_code, 503, "{slow_answer}");
+    assert!(slow_took >= Duration::from_secs(2) && slow_took < Duration::from_secs(4));
+    assert_eq!(code, 200);
+    assert!(
+        waited >= Duration::from_millis(1200),
+        "it did not wait: {waited:?}"
+    );
+    hold.abort();
 }

@@ -117,7 +117,7 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let (code, out, _) = text(&karpor(&["cluster", "list", "--json"], &url, &[]));
     assert_eq!(code, 0);
     let clusters: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(clusters[0]["sync"]["state"], "synced", "{out}");
+    assert_eq!(clusters[0]["syncStatus"]["state"], "synced", "{out}");
     assert!(!out.contains(support::services::APISERVER_TOKEN));
 
     let (code, out, _) = text(&karpor(&["search", "select nonsense"], &url, &[]));

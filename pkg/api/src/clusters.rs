@@ -55,7 +55,7 @@ pub struct ClusterView {
     pub updated_at: String,
     /// The record's version in the metadata store.
     pub version: i64,
-    pub sync: SyncView,
+    pub sync_status: SyncView,
 }
 
 /// A cluster's sync status.
@@ -422,7 +422,7 @@ async fn view(state: &AppState, cluster: &Stored<Cluster>, summary: bool) -> Clu
         created_at: rfc3339(cluster.created_at),
         updated_at: rfc3339(cluster.updated_at),
         version: cluster.version,
-        sync: SyncView {
+        sync_status: SyncView {
             state: snapshot
                 .as_ref()
                 .map_or("unknown", |s| s.state.as_str())
