@@ -203,6 +203,11 @@ async fn broken_input_is_a_400_that_names_the_problem() {
             "unknown field `colour`",
         ),
         ("x".into(), json!({"kubeConfig": 7}), "invalid type"),
+        (
+            "x".into(),
+            json!({"kubeConfig": THREE_CONTEXTS, "labels": "secret-token-1"}),
+            "invalid type: string \"…\"",
+        ),
     ];
     for (path, body, expected) in cases {
         let (code, answer) = api

@@ -201,7 +201,10 @@ pub async fn envelope(request: Request, next: Next) -> Response {
             }
             let text = to_bytes(body, 64 * 1024).await.unwrap_or_default();
             let text = String::from_utf8_lossy(&text);
-            let mut message: String = text.trim().chars().take(MAX_REFUSAL).collect();
+            let mut message: String = redact_quoted(text.trim())
+                .chars()
+                .take(MAX_REFUSAL)
+                .collect();
             if message.is_empty() {
                 message = parts
                     .status
@@ -235,6 +238,44 @@ pub async fn envelope(request: Request, next: Next) -> Response {
     Response::from_parts(parts, Body::from(bytes))
 }
 
+/// A refusal's text with every double-quoted part (serde quotes the value it could not
+/// take, which may be a credential in the wrong field) replaced by `"…"`. Field names
+/// stay: serde writes them in backticks.
+fn redact_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quoted = false;
+    for c in text.chars() {
+        match (c, quoted) {
+            ('"', false) => {
+                out.push_str("\"…\"");
+                quoted = true;
+            }
+            ('"', true) => quoted = false,
+            (c, false) => out.push(c),
+            (_, true) => {}
+        }
+    }
+    out
+}
+
 fn rfc3339(t: OffsetDateTime) -> String {
     t.format(&Rfc3339).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_quoted;
+
+    #[test]
+    fn quoted_values_leave_refusals_and_field_names_stay() {
+        assert_eq!(
+            redact_quoted("labels: invalid type: string \"hunter2\", expected a map at line 1"),
+            "labels: invalid type: string \"…\", expected a map at line 1"
+        );
+        assert_eq!(
+            redact_quoted("unknown field `colour`"),
+            "unknown field `colour`"
+        );
+        assert_eq!(redact_quoted("open \"quote never closed"), "open \"…\"");
+    }
 }
