@@ -619,6 +619,10 @@ async fn search_insight_and_resource_groups_answer_from_storage() {
             "not both",
         ),
         (
+            "/rest-api/v1/search?pattern=sql&keyword=y".to_owned(),
+            "drop pattern=sql",
+        ),
+        (
             "/rest-api/v1/search?keyword=x&colour=1".to_owned(),
             "unknown field",
         ),

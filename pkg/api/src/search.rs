@@ -73,21 +73,29 @@ pub(crate) async fn search(
             "pageSize must be 1 to {MAX_PAGE_SIZE}"
         )));
     }
-    let parsed = match (params.pattern.as_deref(), &params.query, &params.keyword) {
-        (_, Some(_), Some(_)) => {
-            return Err(ApiError::bad_request("give query or keyword, not both"))
+    let keyword_mode = match (params.pattern.as_deref(), &params.keyword) {
+        (None | Some("keyword"), Some(_)) | (Some("keyword"), None) => true,
+        (None | Some("sql"), None) => false,
+        (Some("sql"), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "keyword is a keyword search: drop pattern=sql, or give query",
+            ))
         }
-        (None | Some("keyword"), None, Some(k)) => karpor_search::keyword(k),
-        (None | Some("sql"), Some(q), None) => karpor_search::parse(q),
-        (Some("keyword"), Some(k), None) => karpor_search::keyword(k),
-        (Some("sql" | "keyword") | None, None, None) => {
-            return Err(ApiError::bad_request("query (or keyword) is required"))
-        }
-        (Some(other), _, _) => {
+        (Some(other), _) => {
             return Err(ApiError::bad_request(format!(
                 "pattern {other:?}: use sql or keyword"
             )))
         }
+    };
+    let text = match (&params.query, &params.keyword) {
+        (Some(_), Some(_)) => return Err(ApiError::bad_request("give query or keyword, not both")),
+        (Some(text), None) | (None, Some(text)) => text,
+        (None, None) => return Err(ApiError::bad_request("query (or keyword) is required")),
+    };
+    let parsed = if keyword_mode {
+        karpor_search::keyword(text)
+    } else {
+        karpor_search::parse(text)
     };
     let query = parsed.map_err(|e| ApiError::bad_request(e.to_string()))?;
     let from = (page - 1).saturating_mul(page_size);
