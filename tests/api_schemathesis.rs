@@ -26,7 +26,8 @@ fn schemathesis_finds_no_server_error_and_no_answer_contradicting_the_document()
         "auth: {{anonymous: none, tokens: [{{name: st, role: admin, token: {TOKEN}}}]}}\n\
          shutdown: {{drain_delay: 1s}}\n"
     );
-    let karpor = Spawn::serve(&config).start();
+    let dir = tempfile::tempdir().unwrap();
+    let karpor = Spawn::serve(&config).in_dir(dir.path()).start();
     let output = Command::new(&st)
         .arg("run")
         .arg(karpor.url("/openapi.json"))

@@ -69,7 +69,9 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
         .await
         .unwrap();
 
-    let server = Spawn::serve(EMBEDDED).start();
+    // A directory removed at the end: the synced cluster's documents are not small.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Spawn::serve(EMBEDDED).in_dir(dir.path()).start();
     let url = server.url("");
     let kubeconfig = path.to_str().unwrap();
     let (code, out, err) = text(&karpor(
