@@ -831,6 +831,10 @@ fn a_bad_auth_or_limits_section_exits_2_naming_the_key() {
             "auth: {tokens: [{name: a, role: admin, token: x}, {name: a, role: guest, token: y}]}\n",
             "auth.tokens[1].name",
         ),
+        (
+            "auth: {tokens: [{name: a, role: admin, token: x}, {name: b, role: guest, token: x}]}\n",
+            "`auth.tokens[1].token`: the same token as auth.tokens[0]",
+        ),
         ("auth: {anonymous: everyone}\n", "everyone"),
         ("server: {limits: {body_bytes: 1000}}\n", "server.limits.body_bytes"),
         ("server: {limits: {concurrency: 0}}\n", "server.limits.concurrency"),

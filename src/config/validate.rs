@@ -102,6 +102,7 @@ impl Config {
             return fail("server.limits.concurrency", "must be at least 1".into());
         }
         let mut token_names = HashSet::new();
+        let mut token_values = Vec::new();
         for (i, token) in self.auth.tokens.iter().enumerate() {
             if token.name.trim().is_empty() {
                 return fail(
@@ -115,8 +116,18 @@ impl Config {
                     format!("`{}` is already the name of another token", token.name),
                 );
             }
-            if let Err(e) = token.token.resolve() {
-                return fail(&format!("auth.tokens[{i}].token"), e.to_string());
+            match token.token.resolve() {
+                Err(e) => return fail(&format!("auth.tokens[{i}].token"), e.to_string()),
+                Ok(value) => {
+                    // One token, one role: a shared value would make the role ambiguous.
+                    if let Some(j) = token_values.iter().position(|v| *v == value) {
+                        return fail(
+                            &format!("auth.tokens[{i}].token"),
+                            format!("the same token as auth.tokens[{j}]"),
+                        );
+                    }
+                    token_values.push(value);
+                }
             }
         }
         if let Some(tls) = &self.server.tls {
