@@ -49,6 +49,11 @@ fn schemathesis_finds_no_server_error_and_no_answer_contradicting_the_document()
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("17 selected / 17 total"), "{stdout}");
     assert!(stdout.contains(" passed"), "{stdout}");
+    // Every phase ran, the stateful one along the document's links (create, then read,
+    // update, delete the created record).
+    for phase in ["Examples", "Coverage", "Fuzzing", "Stateful"] {
+        assert!(stdout.contains(&format!("✅ {phase}")), "{phase}: {stdout}");
+    }
     assert!(!stdout.contains("failures"), "{stdout}");
     // The run reached past validation: the documented example kubeconfig was registered.
     let logs = karpor.logs();

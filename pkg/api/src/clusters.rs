@@ -115,7 +115,7 @@ pub struct ContextParam {
     pub context: Option<String>,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/clusters", tag = "clusters", params(ListParams),
+#[utoipa::path(get, path = "/rest-api/v1/clusters", operation_id = "listClusters", tag = "clusters", params(ListParams),
     responses((status = 200, body = inline(crate::envelope::Envelope<ClusterList>)),
         crate::openapi::Errors))]
 pub(crate) async fn list(
@@ -147,7 +147,7 @@ pub(crate) async fn list(
     }))
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
+#[utoipa::path(get, path = "/rest-api/v1/cluster/{name}", operation_id = "getCluster", tag = "clusters",
     params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<ClusterView>)),
         crate::openapi::Errors))]
@@ -156,10 +156,16 @@ pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>
     Ok(Reply::ok(view(&state, &cluster, false).await))
 }
 
-#[utoipa::path(post, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
+#[utoipa::path(post, path = "/rest-api/v1/cluster/{name}", operation_id = "createCluster", tag = "clusters",
     params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"), ContextParam),
     request_body = ClusterBody,
-    responses((status = 201, body = inline(crate::envelope::Envelope<ClusterView>)),
+    responses((status = 201,
+        links(
+            ("getCluster" = (operation_id = "getCluster", parameters(("name" = "$response.body#/data/name")))),
+            ("updateCluster" = (operation_id = "updateCluster", parameters(("name" = "$response.body#/data/name")))),
+            ("deleteCluster" = (operation_id = "deleteCluster", parameters(("name" = "$response.body#/data/name")))),
+        ),
+        body = inline(crate::envelope::Envelope<ClusterView>)),
         crate::openapi::Errors))]
 pub(crate) async fn create(
     State(state): State<AppState>,
@@ -184,7 +190,7 @@ pub(crate) async fn create(
     Ok(Reply::created(view(&state, &stored, false).await))
 }
 
-#[utoipa::path(put, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
+#[utoipa::path(put, path = "/rest-api/v1/cluster/{name}", operation_id = "updateCluster", tag = "clusters",
     params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"), ContextParam),
     request_body = ClusterBody,
     responses((status = 200, body = inline(crate::envelope::Envelope<ClusterView>)),
@@ -218,7 +224,7 @@ pub(crate) async fn update(
     Ok(Reply::ok(view(&state, &stored, false).await))
 }
 
-#[utoipa::path(delete, path = "/rest-api/v1/cluster/{name}", tag = "clusters",
+#[utoipa::path(delete, path = "/rest-api/v1/cluster/{name}", operation_id = "deleteCluster", tag = "clusters",
     params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<String>)),
         crate::openapi::Errors))]
@@ -250,7 +256,7 @@ pub struct UploadForm {
     file: String,
 }
 
-#[utoipa::path(post, path = "/rest-api/v1/cluster/config/file", tag = "clusters",
+#[utoipa::path(post, path = "/rest-api/v1/cluster/config/file", operation_id = "uploadKubeconfig", tag = "clusters",
     request_body(content = UploadForm, content_type = "multipart/form-data"),
     responses((status = 200, body = inline(crate::envelope::Envelope<UploadView>)),
         crate::openapi::Errors))]
@@ -301,7 +307,7 @@ pub struct ValidateView {
     pub platform: String,
 }
 
-#[utoipa::path(post, path = "/rest-api/v1/cluster/config/validate", tag = "clusters",
+#[utoipa::path(post, path = "/rest-api/v1/cluster/config/validate", operation_id = "validateKubeconfig", tag = "clusters",
     request_body = ValidateBody,
     responses((status = 200, body = inline(crate::envelope::Envelope<ValidateView>)),
         crate::openapi::Errors))]

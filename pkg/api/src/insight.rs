@@ -33,7 +33,7 @@ pub struct Stats {
     pub resource_group_rule_count: usize,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/insight/stats", tag = "insight",
+#[utoipa::path(get, path = "/rest-api/v1/insight/stats", operation_id = "insightStats", tag = "insight",
     responses((status = 200, body = inline(crate::envelope::Envelope<Stats>)),
         crate::openapi::Errors))]
 pub(crate) async fn stats(State(state): State<AppState>) -> ApiResult {
@@ -92,7 +92,7 @@ pub struct ResourceSummary {
     pub sync_at: String,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/insight/summary", tag = "insight", params(Locator),
+#[utoipa::path(get, path = "/rest-api/v1/insight/summary", operation_id = "insightSummary", tag = "insight", params(Locator),
     responses((status = 200, body = inline(crate::envelope::Envelope<SummaryView>)),
         crate::openapi::Errors))]
 pub(crate) async fn summary(
@@ -175,7 +175,7 @@ pub struct Detail {
     pub deleted: bool,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/insight/detail", tag = "insight", params(Locator),
+#[utoipa::path(get, path = "/rest-api/v1/insight/detail", operation_id = "insightDetail", tag = "insight", params(Locator),
     responses((status = 200, body = inline(crate::envelope::Envelope<Detail>)),
         crate::openapi::Errors))]
 pub(crate) async fn detail(

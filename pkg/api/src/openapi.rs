@@ -2,6 +2,7 @@
 
 use axum::routing::get;
 use axum::{Json, Router};
+use serde_json::Value;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
 
@@ -91,11 +92,66 @@ impl Modify for Bearer {
 struct ApiDoc;
 
 /// The document, as `/openapi.json` serves it.
-pub fn document() -> utoipa::openapi::OpenApi {
-    ApiDoc::openapi()
+pub fn document() -> Value {
+    let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
+    camel_case_links(&mut document);
+    document
+}
+
+/// utoipa 5 writes a link's fields in snake case (`operation_id`); OpenAPI's are camel case.
+fn camel_case_links(document: &mut Value) {
+    let links = document["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|operations| operations.values_mut())
+        .filter_map(|operation| operation["responses"].as_object_mut())
+        .flat_map(|responses| responses.values_mut())
+        .filter_map(|response| response.get_mut("links").and_then(Value::as_object_mut))
+        .flat_map(|links| links.values_mut())
+        .filter_map(Value::as_object_mut);
+    for link in links {
+        for (from, to) in [
+            ("operation_id", "operationId"),
+            ("operation_ref", "operationRef"),
+            ("request_body", "requestBody"),
+        ] {
+            if let Some(value) = link.remove(from) {
+                link.insert(to.to_owned(), value);
+            }
+        }
+    }
 }
 
 pub(crate) fn routes() -> Router {
     let document = document();
     Router::new().route("/openapi.json", get(move || async move { Json(document) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::document;
+
+    #[test]
+    fn operation_ids_are_unique_and_links_are_camel_case() {
+        let document = document();
+        let text = document.to_string();
+        assert!(!text.contains("operation_id"), "{text}");
+        let link = &document["paths"]["/rest-api/v1/cluster/{name}"]["post"]["responses"]["201"]
+            ["links"]["getCluster"];
+        assert_eq!(link["operationId"], "getCluster");
+        let mut ids: Vec<&str> = document["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|p| p.as_object().unwrap().values())
+            .map(|o| o["operationId"].as_str().unwrap())
+            .collect();
+        let all = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), all);
+        assert_eq!(all, 17);
+    }
 }

@@ -74,7 +74,7 @@ fn view(rule: Stored<ResourceGroupRule>) -> RuleView {
     }
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/resource-group-rules", tag = "resource groups",
+#[utoipa::path(get, path = "/rest-api/v1/resource-group-rules", operation_id = "listResourceGroupRules", tag = "resource groups",
     responses((status = 200, body = inline(crate::envelope::Envelope<RuleList>)),
         crate::openapi::Errors))]
 pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
@@ -91,7 +91,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
     }))
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
+#[utoipa::path(get, path = "/rest-api/v1/resource-group-rule/{name}", operation_id = "getResourceGroupRule", tag = "resource groups",
     params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<RuleView>)),
         crate::openapi::Errors))]
@@ -118,10 +118,17 @@ fn record(name: String, body: RuleBody) -> Result<ResourceGroupRule, ApiError> {
     })
 }
 
-#[utoipa::path(post, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
+#[utoipa::path(post, path = "/rest-api/v1/resource-group-rule/{name}", operation_id = "createResourceGroupRule", tag = "resource groups",
     params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     request_body = RuleBody,
-    responses((status = 201, body = inline(crate::envelope::Envelope<RuleView>)),
+    responses((status = 201,
+        links(
+            ("getResourceGroupRule" = (operation_id = "getResourceGroupRule", parameters(("name" = "$response.body#/data/name")))),
+            ("updateResourceGroupRule" = (operation_id = "updateResourceGroupRule", parameters(("name" = "$response.body#/data/name")))),
+            ("deleteResourceGroupRule" = (operation_id = "deleteResourceGroupRule", parameters(("name" = "$response.body#/data/name")))),
+            ("listResourceGroups" = (operation_id = "listResourceGroups", parameters(("name" = "$response.body#/data/name")))),
+        ),
+        body = inline(crate::envelope::Envelope<RuleView>)),
         crate::openapi::Errors))]
 pub(crate) async fn create(
     State(state): State<AppState>,
@@ -132,7 +139,7 @@ pub(crate) async fn create(
     Ok(Reply::created(view(stored)))
 }
 
-#[utoipa::path(put, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
+#[utoipa::path(put, path = "/rest-api/v1/resource-group-rule/{name}", operation_id = "updateResourceGroupRule", tag = "resource groups",
     params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     request_body = RuleBody,
     responses((status = 200, body = inline(crate::envelope::Envelope<RuleView>)),
@@ -150,7 +157,7 @@ pub(crate) async fn update(
     Ok(Reply::ok(view(stored)))
 }
 
-#[utoipa::path(delete, path = "/rest-api/v1/resource-group-rule/{name}", tag = "resource groups",
+#[utoipa::path(delete, path = "/rest-api/v1/resource-group-rule/{name}", operation_id = "deleteResourceGroupRule", tag = "resource groups",
     params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<String>)),
         crate::openapi::Errors))]
@@ -178,7 +185,7 @@ pub struct GroupList {
     pub total: usize,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/resource-groups/{name}", tag = "resource groups",
+#[utoipa::path(get, path = "/rest-api/v1/resource-groups/{name}", operation_id = "listResourceGroups", tag = "resource groups",
     params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<GroupList>)),
         crate::openapi::Errors))]

@@ -56,7 +56,7 @@ pub struct SearchPage {
     pub page_size: u64,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/search", tag = "search", params(SearchParams),
+#[utoipa::path(get, path = "/rest-api/v1/search", operation_id = "search", tag = "search", params(SearchParams),
     responses((status = 200, body = inline(crate::envelope::Envelope<SearchPage>)),
         crate::openapi::Errors))]
 pub(crate) async fn search(
