@@ -311,6 +311,14 @@ async fn tokens_grant_their_roles_and_nothing_is_anonymous_unless_configured() {
     }
     assert_no_secret_logged(&karpor);
     assert!(karpor.logs().contains("tokens=2"), "{}", karpor.logs());
+    // Writes are logged with the token's name, never the token.
+    assert!(
+        karpor
+            .logs()
+            .contains("cluster registered cluster=one by=ops"),
+        "{}",
+        karpor.logs()
+    );
 
     // Anonymous guests, when configured, read and do not write.
     let karpor = Spawn::serve("auth: {anonymous: guest}\nshutdown: {drain_delay: 1s}\n").start();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::extract::{Multipart, Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use karpor_core::model::{
     validate_name, Cluster, Kubeconfig as StoredKubeconfig, MAX_KUBECONFIG_BYTES,
 };
@@ -18,6 +18,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
 
+use crate::auth::Principal;
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::kubeconfig::{self, ContextInfo, Summary};
 use crate::AppState;
@@ -169,6 +170,7 @@ pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>
         crate::openapi::Errors))]
 pub(crate) async fn create(
     State(state): State<AppState>,
+    Extension(by): Extension<Principal>,
     Path(name): Path<String>,
     Query(param): Query<ContextParam>,
     Json(body): Json<ClusterBody>,
@@ -186,7 +188,7 @@ pub(crate) async fn create(
         kubeconfig: StoredKubeconfig(kubeconfig),
     };
     let stored = state.metastore.create(record).await?;
-    tracing::info!(cluster = %stored.record.name, "cluster registered");
+    tracing::info!(cluster = %stored.record.name, by = %by.name, "cluster registered");
     Ok(Reply::created(view(&state, &stored, false).await))
 }
 
@@ -197,6 +199,7 @@ pub(crate) async fn create(
         crate::openapi::Errors))]
 pub(crate) async fn update(
     State(state): State<AppState>,
+    Extension(by): Extension<Principal>,
     Path(name): Path<String>,
     Query(param): Query<ContextParam>,
     Json(body): Json<ClusterBody>,
@@ -221,6 +224,7 @@ pub(crate) async fn update(
         ));
     }
     let stored = state.metastore.update(record, current.version).await?;
+    tracing::info!(cluster = %name, by = %by.name, "cluster updated");
     Ok(Reply::ok(view(&state, &stored, false).await))
 }
 
@@ -228,13 +232,17 @@ pub(crate) async fn update(
     params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<String>)),
         crate::openapi::Errors))]
-pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+pub(crate) async fn remove(
+    State(state): State<AppState>,
+    Extension(by): Extension<Principal>,
+    Path(name): Path<String>,
+) -> ApiResult {
     let current = find(&state, &name).await?;
     state
         .metastore
         .delete::<Cluster>(&name, Some(current.version))
         .await?;
-    tracing::info!(cluster = %name, "cluster deregistered");
+    tracing::info!(cluster = %name, by = %by.name, "cluster deregistered");
     Ok(Reply::ok(name))
 }
 
