@@ -38,7 +38,9 @@ fn schemathesis_finds_no_server_error_and_no_answer_contradicting_the_document()
             "--exclude-checks",
             "positive_data_acceptance",
         ])
-        .args(["--max-examples", "40", "--workers", "2", "--no-color"])
+        // One worker: with more, hypothesis's shared lambda-source cache can raise inside
+        // schemathesis (a KeyError in its own code, not a finding about the API).
+        .args(["--max-examples", "40", "--workers", "1", "--no-color"])
         .env("SCHEMATHESIS_TELEMETRY", "false")
         .env("HOME", karpor.dir())
         .current_dir(karpor.dir())
