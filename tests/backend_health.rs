@@ -115,10 +115,14 @@ async fn restart_and_expect_ready(karpor: &Karpor, process: &mut Managed) {
     })
     .await;
     // The transition lines reach the test through a reader thread: wait, do not race.
-    wait_for(Duration::from_secs(5), "both transitions are logged", || async {
-        let logs = karpor.logs();
-        logs.contains("health check failed") && logs.contains("health check recovered")
-    })
+    wait_for(
+        Duration::from_secs(5),
+        "both transitions are logged",
+        || async {
+            let logs = karpor.logs();
+            logs.contains("health check failed") && logs.contains("health check recovered")
+        },
+    )
     .await;
 }
 

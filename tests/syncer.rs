@@ -798,3 +798,44 @@ async fn karpor_serve_on_the_embedded_default_makes_new_objects_searchable_withi
     assert_eq!(storage.search(&token, 0, 1).await.unwrap().total, 0);
     kube.delete_namespace(&ns).await;
 }
+
+/// An exec user whose command fails: kube-rs's error quotes its command line and
+/// environment; neither reaches the log nor the health output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_users_command_line_never_reaches_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let karpor = support::Spawn::serve(support::EMBEDDED)
+        .in_dir(dir.path())
+        .start();
+    let kubeconfig = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:9'}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: /bin/false\n      args: ['--password=exec-arg-secret']\n      env: [{name: TOKEN, value: exec-env-secret}]\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
+    let export = json!({
+        "format": "karpor-metadata/v1",
+        "clusters": [{"record": {"name": "exec", "kubeconfig": kubeconfig},
+            "createdAt": "2026-11-29T00:00:00Z", "updatedAt": "2026-11-29T00:00:00Z"}],
+        "syncRules": [], "resourceGroupRules": []
+    });
+    std::fs::write(dir.path().join("import.json"), export.to_string()).unwrap();
+    std::fs::write(dir.path().join("karpor.yaml"), support::EMBEDDED).unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_karpor"))
+        .args(["metadata", "import", "--config", "karpor.yaml", "--input", "import.json"])
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let url = karpor.url("/readyz?verbose");
+    wait_for(LIMIT, "Cluster/exec fails", || {
+        let url = url.clone();
+        async move { support::get(&url).await.1.contains("[-] Cluster/exec failed") }
+    })
+    .await;
+    wait_for(LIMIT, "the failure is logged", || async {
+        karpor.logs().contains("cluster=exec")
+    })
+    .await;
+    let logs = karpor.logs();
+    let (_, health) = support::get(&karpor.url("/readyz?verbose")).await;
+    for secret in ["exec-arg-secret", "exec-env-secret"] {
+        assert!(!logs.contains(secret), "{secret} logged:\n{logs}");
+        assert!(!health.contains(secret), "{secret} in /readyz:\n{health}");
+    }
+}

@@ -339,7 +339,7 @@ pub(crate) async fn validate(Json(body): Json<ValidateBody>) -> ApiResult {
     let version = tokio::time::timeout(VALIDATE_TIMEOUT, client.apiserver_version())
         .await
         .map_err(|_| unreachable(format!("no answer within {VALIDATE_TIMEOUT:?}")))?
-        .map_err(|e| unreachable(why(&e)))?;
+        .map_err(|e| unreachable(karpor_syncer::describe(&e)))?;
     Ok(Reply::ok(ValidateView {
         summary,
         git_version: version.git_version,
@@ -347,43 +347,12 @@ pub(crate) async fn validate(Json(body): Json<ValidateBody>) -> ApiResult {
     }))
 }
 
-/// A kubeconfig kube-rs cannot make a client of. Its messages about users may quote an
-/// exec user's command line and environment: those are replaced by a fixed sentence.
+/// A kubeconfig kube-rs cannot make a client of, described without its credentials.
 fn not_usable(e: &dyn std::error::Error) -> ApiError {
-    let text = e.to_string();
-    let lower = format!("{e:?}").to_ascii_lowercase();
-    let why = if lower.contains("exec") || lower.contains("auth") || lower.contains("token") {
-        "the user's credentials could not be obtained".to_owned()
-    } else {
-        text
-    };
-    ApiError::bad_request(format!("the kubeconfig is not usable: {why}"))
-}
-
-/// Why a call failed, in words that cannot carry a credential: kube-rs's own messages may
-/// quote an exec user's command line and environment.
-fn why(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(status) => {
-            format!("the API server answered {} {}", status.code, status.reason)
-        }
-        kube::Error::Auth(_) => "the user's credentials could not be obtained".to_owned(),
-        _ => {
-            let text = format!("{e:?}").to_ascii_lowercase();
-            let cause = [
-                ("connection refused", "connection refused"),
-                ("timed out", "timed out"),
-                ("certificate", "TLS certificate not accepted"),
-                ("tls", "TLS handshake failed"),
-                ("dns", "name not resolved"),
-                ("exec", "the user's credentials could not be obtained"),
-            ]
-            .into_iter()
-            .find(|(needle, _)| text.contains(needle))
-            .map_or("connection failed", |(_, cause)| cause);
-            cause.to_owned()
-        }
-    }
+    ApiError::bad_request(format!(
+        "the kubeconfig is not usable: {}",
+        karpor_syncer::describe_unusable(e)
+    ))
 }
 
 fn too_large(size: usize) -> ApiError {

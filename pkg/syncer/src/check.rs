@@ -88,7 +88,7 @@ impl HealthReporter for ClusterCheck {
         };
         match client.apiserver_version().await {
             Ok(_) => CheckOutcome::Pass,
-            Err(e) => CheckOutcome::fail(crate::reason::of_kube(&e), e.to_string()),
+            Err(e) => CheckOutcome::fail(crate::reason::of_kube(&e), crate::reason::describe(&e)),
         }
     }
 }

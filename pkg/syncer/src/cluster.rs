@@ -88,7 +88,8 @@ impl ClusterRun {
             Ok(client) => client,
             Err(e) => {
                 // The kubeconfig cannot change without a new record, which restarts this.
-                tracing::warn!(cluster = name, error = %e, "cannot use the cluster's kubeconfig");
+                let error = crate::reason::describe_unusable(e.as_ref());
+                tracing::warn!(cluster = name, error, "cannot use the cluster's kubeconfig");
                 self.progress
                     .set_state(SyncState::Error(Reason::Misconfigured));
                 return;
@@ -116,7 +117,8 @@ impl ClusterRun {
                     self.settings.rediscover
                 }
                 Err(e) => {
-                    tracing::warn!(cluster = name, error = %e, "discovery failed; retrying");
+                    let error = crate::reason::describe(&e);
+                    tracing::warn!(cluster = name, error, "discovery failed; retrying");
                     self.progress
                         .set_state(SyncState::Error(crate::reason::of_kube(&e)));
                     let wait = retry;

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub use check::{ClusterCheck, SyncerCheck};
 pub use cluster::client_for;
 pub use metrics::SyncMetrics;
+pub use reason::{describe, describe_unusable};
 pub use rules::{default_rule, label_selector_matches};
 pub use status::{ClusterSnapshot, SyncState, SyncStatus};
 pub use transform::{ObjectType, Trimmer};

@@ -64,7 +64,13 @@ impl Watcher {
                 Some(Err(e)) => {
                     if let Some(reason) = crate::reason::of_watch(&e) {
                         if !failing {
-                            tracing::warn!(cluster, kind = object_type.kind, error = %e, "watch failed; retrying with backoff");
+                            let error = crate::reason::describe_watch(&e);
+                            tracing::warn!(
+                                cluster,
+                                kind = object_type.kind,
+                                error,
+                                "watch failed; retrying with backoff"
+                            );
                         }
                         failing = true;
                         progress.set_state(SyncState::Error(reason));
