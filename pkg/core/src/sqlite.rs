@@ -8,6 +8,15 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 
 /// Opens (creating if needed) the database at `path`. The error names the path.
 pub async fn open_pool(path: &Path, max_connections: u32) -> Result<SqlitePool, String> {
+    open_pool_tuned(path, max_connections, |options| options).await
+}
+
+/// As [`open_pool`], with the caller's settings (pragmas) on top of the common ones.
+pub async fn open_pool_tuned(
+    path: &Path,
+    max_connections: u32,
+    tune: impl FnOnce(SqliteConnectOptions) -> SqliteConnectOptions,
+) -> Result<SqlitePool, String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
@@ -20,7 +29,7 @@ pub async fn open_pool(path: &Path, max_connections: u32) -> Result<SqlitePool, 
     SqlitePoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(1))
-        .connect_with(options)
+        .connect_with(tune(options))
         .await
         .map_err(|e| format!("cannot open {}: {e}", path.display()))
 }

@@ -5,13 +5,10 @@
 mod translate;
 
 use std::path::Path;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use karpor_search::{Field, Query};
-use sqlx::sqlite::{
-    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-};
+use sqlx::sqlite::{SqliteArguments, SqlitePool};
 use sqlx::{Arguments, Row};
 use time::OffsetDateTime;
 
@@ -50,27 +47,17 @@ fn decode(doc: &str) -> Result<ResourceDocument, StorageError> {
 }
 
 /// Opens the file as `karpor_core::sqlite::open_pool` does, with reads through a memory
-/// map (no copy into each connection's cache; the OS shares the pages) and sorts kept in
-/// memory.
+/// map (pages shared with the OS's cache, not copied into each connection) and sorts kept
+/// in memory. Each connection's own cache stays small: the syncer shares this process and
+/// its memory budget is per synced object.
 async fn open_pool(path: &Path) -> Result<SqlitePool, String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
-    }
-    let options = SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .busy_timeout(Duration::from_secs(5))
-        .pragma("mmap_size", (1u64 << 30).to_string())
-        .pragma("cache_size", "-16384")
-        .pragma("temp_store", "memory");
-    SqlitePoolOptions::new()
-        .max_connections(4)
-        .acquire_timeout(Duration::from_secs(1))
-        .connect_with(options)
-        .await
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))
+    karpor_core::sqlite::open_pool_tuned(path, 4, |options| {
+        options
+            .pragma("mmap_size", (1u64 << 30).to_string())
+            .pragma("cache_size", "-4096")
+            .pragma("temp_store", "memory")
+    })
+    .await
 }
 
 impl SqliteStorage {
