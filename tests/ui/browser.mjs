@@ -38,6 +38,10 @@ try {
     await page.fill("#token", token);
     await page.click("#login-form button");
     await page.locator("#login").waitFor({ state: "hidden" });
+    // Entered once: a reload of the tab keeps it (session storage), no prompt again.
+    await page.reload();
+    await page.locator("#clusters tbody tr").first().waitFor();
+    if (await page.locator("#login").isVisible()) throw new Error("asked for the token again");
     // The first, unauthenticated call was refused as the page expects: not an error of it.
     consoleErrors.length = 0;
   }

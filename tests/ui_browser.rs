@@ -1,0 +1,99 @@
+//! The placeholder page in headless Chromium against a real `karpor serve` (storage on a
+//! private Elasticsearch-API server, a real cluster registered): no console errors, every
+//! `/readyz` check shown, the cluster shown, a search and its rows, a bad query's
+//! message, and the Storage check turning red once its server is killed. The driver is
+//! tests/ui/browser.mjs (playwright-core); a screenshot lands in target/.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use karpor_storage::{ElasticConfig, RefreshPolicy, StorageConfig};
+use support::services::Elastic;
+use support::{service, wait_for, Spawn};
+
+const GUEST: &str = "guest-token-for-the-page";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
+    let chromium = service("KARPOR_TEST_CHROMIUM").expect("run scripts/services.sh start");
+    let kubeconfig = service("KARPOR_TEST_KUBECONFIG_A").expect("run scripts/services.sh start");
+    let elastic = Elastic::start().expect("KARPOR_TEST_NOIDA_BIN");
+    let root = env!("CARGO_MANIFEST_DIR");
+    assert!(
+        std::path::Path::new(root)
+            .join("tests/ui/node_modules/playwright-core")
+            .exists(),
+        "playwright-core is not installed: run scripts/services.sh install"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    // Anonymous read off: the page must ask for the guest token once.
+    let config = format!(
+        "shutdown: {{drain_delay: 1s}}\nstorage: {{backend: elasticsearch, url: \"{}\"}}\n\
+         auth: {{anonymous: none, tokens: [{{name: viewer, role: guest, token: {GUEST}}}]}}\n",
+        elastic.url()
+    );
+    let karpor = Spawn::serve(&config).in_dir(dir.path()).start();
+    let export = serde_json::json!({
+        "format": "karpor-metadata/v1",
+        "clusters": [{"record": {"name": "a", "kubeconfig": std::fs::read_to_string(kubeconfig).unwrap()},
+            "createdAt": "2026-11-29T00:00:00Z", "updatedAt": "2026-11-29T00:00:00Z"}],
+        "syncRules": [], "resourceGroupRules": []
+    });
+    std::fs::write(dir.path().join("import.json"), export.to_string()).unwrap();
+    std::fs::write(dir.path().join("karpor.yaml"), &config).unwrap();
+    let imported = Command::new(env!("CARGO_BIN_EXE_karpor"))
+        .args([
+            "metadata",
+            "import",
+            "--config",
+            "karpor.yaml",
+            "--input",
+            "import.json",
+        ])
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(imported.success());
+
+    // Something the search will find: the cluster's own kube-system namespace.
+    let storage = karpor_storage::connect(&StorageConfig::Elasticsearch(ElasticConfig {
+        url: elastic.url(),
+        username: None,
+        password: None,
+        index: "karpor-resources".into(),
+        refresh: RefreshPolicy::WaitFor,
+    }))
+    .await
+    .unwrap();
+    let query = "select * from resources where kind = 'Namespace' and name = 'kube-system'";
+    let parsed = karpor_search::parse(query).unwrap();
+    wait_for(Duration::from_secs(60), "kube-system is synced", || {
+        let (storage, parsed) = (storage.clone(), parsed.clone());
+        async move { matches!(storage.search(&parsed, 0, 1).await, Ok(r) if r.total == 1) }
+    })
+    .await;
+
+    let screenshot = format!("{root}/target/ui-placeholder.png");
+    let output = Command::new("node")
+        .arg(format!("{root}/tests/ui/browser.mjs"))
+        .env("KARPOR_URL", format!("http://{}", karpor.addr))
+        .env("KARPOR_TOKEN", GUEST)
+        .env("KARPOR_QUERY", query)
+        .env("KARPOR_EXPECT_NAME", "kube-system")
+        .env("KARPOR_KILL_PID", elastic.process.pid().to_string())
+        .env("KARPOR_SCREENSHOT", &screenshot)
+        .env("KARPOR_CHROMIUM", chromium)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stdout}{stderr}");
+    assert!(
+        output.status.success(),
+        "browser test failed:\n{stdout}{stderr}"
+    );
+    assert!(std::path::Path::new(&screenshot).exists());
+}
