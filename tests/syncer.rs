@@ -751,11 +751,13 @@ async fn karpor_serve_on_the_embedded_default_makes_new_objects_searchable_withi
         .unwrap();
     assert!(status.success());
     let url = karpor.url("/readyz");
-    wait_for(LIMIT, "Cluster/a is ready", || {
+    // Synced (the Syncer check passes once every cluster's first list is in), not only
+    // reachable: from then on, a new object is a watch event.
+    wait_for(LIMIT, "cluster a is synced", || {
         let url = url.clone();
         async move {
             let (code, body) = support::get(&url).await;
-            code == 200 && body.contains("[+] Cluster/a ok")
+            code == 200 && body.contains("[+] Syncer ok") && body.contains("[+] Cluster/a ok")
         }
     })
     .await;
@@ -817,7 +819,14 @@ async fn an_exec_users_command_line_never_reaches_the_log() {
     std::fs::write(dir.path().join("import.json"), export.to_string()).unwrap();
     std::fs::write(dir.path().join("karpor.yaml"), support::EMBEDDED).unwrap();
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_karpor"))
-        .args(["metadata", "import", "--config", "karpor.yaml", "--input", "import.json"])
+        .args([
+            "metadata",
+            "import",
+            "--config",
+            "karpor.yaml",
+            "--input",
+            "import.json",
+        ])
         .current_dir(dir.path())
         .status()
         .unwrap();
@@ -825,7 +834,12 @@ async fn an_exec_users_command_line_never_reaches_the_log() {
     let url = karpor.url("/readyz?verbose");
     wait_for(LIMIT, "Cluster/exec fails", || {
         let url = url.clone();
-        async move { support::get(&url).await.1.contains("[-] Cluster/exec failed") }
+        async move {
+            support::get(&url)
+                .await
+                .1
+                .contains("[-] Cluster/exec failed")
+        }
     })
     .await;
     wait_for(LIMIT, "the failure is logged", || async {
