@@ -28,7 +28,9 @@ pub async fn open_pool_tuned(
         .busy_timeout(Duration::from_secs(5));
     SqlitePoolOptions::new()
         .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(1))
+        // A local file: a busy machine can take a second to open it, which must not fail a
+        // start. Probes stay bounded by the health checker's own timeouts.
+        .acquire_timeout(Duration::from_secs(5))
         .connect_with(tune(options))
         .await
         .map_err(|e| format!("cannot open {}: {e}", path.display()))
