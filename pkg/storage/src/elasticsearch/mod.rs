@@ -4,6 +4,7 @@
 
 mod translate;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,7 +22,6 @@ use karpor_search::{Field, Query};
 use serde_json::{json, Value as Json};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
-use tokio::sync::OnceCell;
 
 use crate::config::{ElasticConfig, RefreshPolicy};
 use crate::document::{document_id, ResourceDocument};
@@ -38,7 +38,9 @@ pub struct ElasticStorage {
     client: Elasticsearch,
     index: String,
     refresh: RefreshPolicy,
-    ready: OnceCell<()>,
+    /// The template and index are known to exist; cleared whenever the server cannot be
+    /// reached, because the one that comes back may have lost them.
+    prepared: AtomicBool,
 }
 
 fn transport_error(e: elasticsearch::Error) -> StorageError {
@@ -167,7 +169,7 @@ impl ElasticStorage {
             client: Elasticsearch::new(transport),
             index: config.index.clone(),
             refresh: config.refresh,
-            ready: OnceCell::new(),
+            prepared: AtomicBool::new(false),
         })
     }
 
@@ -179,47 +181,57 @@ impl ElasticStorage {
         }
     }
 
-    /// Installs the index template and creates the index, once; an existing index is used
-    /// as it is. The template gives the mapping to the index however it comes to be made,
-    /// so a server that lost it recreates it right on the next write.
+    /// Installs the index template and creates the index, once per contact with the
+    /// server; an existing index is used as it is. The template gives the mapping to the
+    /// index however it comes to be made, so a server that lost the index recreates it
+    /// right on the next write.
     async fn ready(&self) -> Result<(), StorageError> {
-        self.ready
-            .get_or_try_init(|| async {
-                let template = mapping();
-                let response = self
-                    .client
-                    .indices()
-                    .put_index_template(IndicesPutIndexTemplateParts::Name(&format!(
-                        "{}-template",
-                        self.index
-                    )))
-                    .body(json!({"index_patterns": [self.index], "template": template}))
-                    .send()
-                    .await
-                    .map_err(transport_error)?;
-                success(response, "index template").await?;
-                let response = self
-                    .client
-                    .indices()
-                    .create(IndicesCreateParts::Index(&self.index))
-                    .body(mapping())
-                    .send()
-                    .await
-                    .map_err(transport_error)?;
-                let code = response.status_code().as_u16();
-                let body: Json = response.json().await.unwrap_or(Json::Null);
-                let exists = body["error"]["type"] == "resource_already_exists_exception";
-                if (200..300).contains(&code) || exists {
-                    Ok(())
-                } else {
-                    Err(StorageError::Misconfigured(format!(
-                        "cannot create index {}: {code} {}",
-                        self.index, body["error"]
-                    )))
-                }
-            })
+        if self.prepared.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // Two callers may both prepare: both steps are idempotent.
+        self.prepare().await?;
+        self.prepared.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn lost_contact(&self) {
+        self.prepared.store(false, Ordering::Release);
+    }
+
+    async fn prepare(&self) -> Result<(), StorageError> {
+        let template = mapping();
+        let response = self
+            .client
+            .indices()
+            .put_index_template(IndicesPutIndexTemplateParts::Name(&format!(
+                "{}-template",
+                self.index
+            )))
+            .body(json!({"index_patterns": [self.index], "template": template}))
+            .send()
             .await
-            .copied()
+            .map_err(transport_error)?;
+        success(response, "index template").await?;
+        let response = self
+            .client
+            .indices()
+            .create(IndicesCreateParts::Index(&self.index))
+            .body(mapping())
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let code = response.status_code().as_u16();
+        let body: Json = response.json().await.unwrap_or(Json::Null);
+        let exists = body["error"]["type"] == "resource_already_exists_exception";
+        if (200..300).contains(&code) || exists {
+            Ok(())
+        } else {
+            Err(StorageError::Misconfigured(format!(
+                "cannot create index {}: {code} {}",
+                self.index, body["error"]
+            )))
+        }
     }
 
     /// One bulk request; returns the documents to send again (429 and 5xx items).
@@ -239,7 +251,10 @@ impl ElasticStorage {
             .body(body)
             .send()
             .await
-            .map_err(|e| BulkFailure::Retry(transport_error(e)))?;
+            .map_err(|e| {
+                self.lost_contact();
+                BulkFailure::Retry(transport_error(e))
+            })?;
         let code = response.status_code().as_u16();
         if code == 429 || code >= 500 {
             return Err(BulkFailure::Retry(StorageError::Unavailable(format!(
@@ -317,7 +332,10 @@ impl ResourceStorage for ElasticStorage {
             .health(ClusterHealthParts::None)
             .send()
             .await
-            .map_err(transport_error)?;
+            .map_err(|e| {
+                self.lost_contact();
+                transport_error(e)
+            })?;
         let body = success(response, "_cluster/health").await?;
         match body["status"].as_str() {
             Some("green" | "yellow") => Ok(()),
