@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::lists::InitialLists;
+use crate::outage::Recoveries;
 use crate::rules::{resolve, Discovered, Target, TargetKey};
 use crate::status::{ClusterProgress, SyncState};
 use crate::watch::{now_millis, Watcher};
@@ -34,23 +35,8 @@ pub struct ClusterSync {
 }
 
 impl ClusterSync {
-    pub fn start(
-        cluster: Cluster,
-        rules: Vec<SyncRule>,
-        storage: Arc<dyn Storage>,
-        progress: Arc<ClusterProgress>,
-        client: ClientSlot,
-        settings: SyncSettings,
-    ) -> Self {
+    pub fn start(run: ClusterRun) -> Self {
         let stop = CancellationToken::new();
-        let run = ClusterRun {
-            cluster,
-            rules,
-            storage,
-            progress,
-            client,
-            settings,
-        };
         ClusterSync {
             task: tokio::spawn(run.run(stop.clone())),
             stop,
@@ -66,13 +52,15 @@ impl ClusterSync {
     }
 }
 
-struct ClusterRun {
-    cluster: Cluster,
-    rules: Vec<SyncRule>,
-    storage: Arc<dyn Storage>,
-    progress: Arc<ClusterProgress>,
-    client: ClientSlot,
-    settings: SyncSettings,
+/// What one cluster's sync works with.
+pub struct ClusterRun {
+    pub cluster: Cluster,
+    pub rules: Vec<SyncRule>,
+    pub storage: Arc<dyn Storage>,
+    pub progress: Arc<ClusterProgress>,
+    pub client: ClientSlot,
+    pub settings: SyncSettings,
+    pub recoveries: Recoveries,
 }
 
 struct Running {
@@ -84,6 +72,8 @@ struct Running {
 impl ClusterRun {
     async fn run(self, stop: CancellationToken) {
         let name = self.cluster.name.clone();
+        let mut recoveries = self.recoveries.clone();
+        recoveries.mark_unchanged();
         let client = match client_for(&self.cluster).await {
             Ok(client) => client,
             Err(e) => {
@@ -106,11 +96,14 @@ impl ClusterRun {
         let lists = Arc::new(InitialLists::new(self.progress.clone()));
         let mut running: HashMap<TargetKey, Running> = HashMap::new();
         let mut retry = Duration::from_secs(1);
+        // A relist after a storage outage is owed no first list: the cluster stays synced.
+        let mut relisting = false;
         loop {
             let wait = match discover(&client).await {
                 Ok(found) => {
                     let targets = resolve(&self.rules, &found);
-                    self.apply(targets, &mut running, &client, &writer, &lists)
+                    let owed = !std::mem::take(&mut relisting);
+                    self.apply(targets, &mut running, &client, &writer, &lists, owed)
                         .await;
                     lists.refresh();
                     retry = Duration::from_secs(1);
@@ -129,12 +122,14 @@ impl ClusterRun {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(wait) => {}
+                Ok(()) = recoveries.changed() => {
+                    tracing::info!(cluster = name, "relisting every resource type after a storage outage");
+                    stop_all(&mut running).await;
+                    relisting = true;
+                }
             }
         }
-        for (_, watcher) in running.drain() {
-            watcher.stop.cancel();
-            let _ = watcher.task.await;
-        }
+        stop_all(&mut running).await;
         drop(writer);
         // The writer ends once it has written what it holds; a dead storage gets a bound.
         if tokio::time::timeout(self.settings.writer_drain, &mut writer_task)
@@ -156,6 +151,7 @@ impl ClusterRun {
         client: &Client,
         writer: &mpsc::Sender<Op>,
         lists: &Arc<InitialLists>,
+        owed: bool,
     ) {
         let wanted: HashMap<TargetKey, Target> =
             targets.into_iter().map(|t| (t.key(), t)).collect();
@@ -193,8 +189,10 @@ impl ClusterRun {
             .filter(|(key, _)| !running.contains_key(key))
             .collect();
         // All owed before any starts: a fast first list must not find nothing else owed.
-        for (key, _) in &new {
-            lists.expect(key.clone());
+        if owed {
+            for (key, _) in &new {
+                lists.expect(key.clone());
+            }
         }
         for (key, target) in new {
             let stop = CancellationToken::new();
@@ -208,6 +206,13 @@ impl ClusterRun {
             let task = tokio::spawn(watcher.run(stop.clone()));
             running.insert(key, Running { target, stop, task });
         }
+    }
+}
+
+async fn stop_all(running: &mut HashMap<TargetKey, Running>) {
+    for (_, watcher) in running.drain() {
+        watcher.stop.cancel();
+        let _ = watcher.task.await;
     }
 }
 

@@ -8,6 +8,7 @@ mod check;
 mod cluster;
 mod lists;
 mod metrics;
+mod outage;
 mod reason;
 mod rules;
 mod status;
@@ -46,6 +47,9 @@ pub struct SyncSettings {
     pub resync: Duration,
     /// How long a stopping cluster sync waits for its writer to write what it holds.
     pub writer_drain: Duration,
+    /// How often storage is pinged to notice an outage (after which every cluster
+    /// relists).
+    pub storage_probe: Duration,
 }
 
 impl Default for SyncSettings {
@@ -55,6 +59,7 @@ impl Default for SyncSettings {
             rediscover: Duration::from_secs(30),
             resync: Duration::from_secs(60),
             writer_drain: Duration::from_secs(5),
+            storage_probe: Duration::from_secs(2),
         }
     }
 }

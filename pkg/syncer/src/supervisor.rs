@@ -18,7 +18,8 @@ use karpor_storage::Storage;
 use tokio_util::sync::CancellationToken;
 
 use crate::check::ClusterCheck;
-use crate::cluster::{ClientSlot, ClusterSync};
+use crate::cluster::{ClientSlot, ClusterRun, ClusterSync};
+use crate::outage::{self, Recoveries};
 use crate::rules::rules_for;
 use crate::status::SyncStatus;
 use crate::SyncSettings;
@@ -37,18 +38,27 @@ struct Running {
     sync: ClusterSync,
 }
 
-#[derive(Default)]
 struct State {
     running: BTreeMap<String, Running>,
     /// Deregistered clusters whose documents could not be removed yet.
     orphans: BTreeSet<String>,
     /// Storage was checked for clusters nobody registers (removed while we were down).
     swept: bool,
+    recoveries: Recoveries,
 }
 
 impl Supervisor {
     pub async fn run(self, stop: CancellationToken) {
-        let mut state = State::default();
+        let mut state = State {
+            running: BTreeMap::new(),
+            orphans: BTreeSet::new(),
+            swept: false,
+            recoveries: outage::follow(
+                self.storage.clone(),
+                self.settings.storage_probe,
+                stop.clone(),
+            ),
+        };
         let mut retry = Duration::from_millis(500);
         while !stop.is_cancelled() {
             match self.follow(&mut state, &stop).await {
@@ -151,14 +161,15 @@ impl Supervisor {
                 .copied();
             self.health
                 .register(Arc::new(check), Membership::READYZ, critical);
-            let sync = ClusterSync::start(
+            let sync = ClusterSync::start(ClusterRun {
                 cluster,
                 rules,
-                self.storage.clone(),
+                storage: self.storage.clone(),
                 progress,
                 client,
-                self.settings,
-            );
+                settings: self.settings,
+                recoveries: state.recoveries.clone(),
+            });
             state.running.insert(name, Running { fingerprint, sync });
         }
         if !state.swept {
