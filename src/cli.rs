@@ -257,6 +257,7 @@ fn run_app(args: &CommonArgs, mode: Mode) -> ExitCode {
         }
     }
     telemetry::init(&config.log);
+    raise_open_files_limit();
     match &file {
         Some(path) => tracing::info!(config = %path.display(), "config loaded"),
         None => tracing::info!("no config file: using the built-in embedded default"),
@@ -276,6 +277,16 @@ fn run_app(args: &CommonArgs, mode: Mode) -> ExitCode {
             eprintln!("karpor: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Every connection is a file descriptor, and a probe storm or many watched clusters
+/// outgrow the usual soft limit (1024) long before the hard one; raised as Go's runtime
+/// does.
+fn raise_open_files_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "open files limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open files limit"),
     }
 }
 
