@@ -161,8 +161,7 @@ impl Application {
             Mode::Serve => config.server.listen,
             Mode::Syncer => config.syncer.probe_listen,
         };
-        let listener =
-            TcpListener::bind(address).with_context(|| format!("cannot listen on {address}"))?;
+        let listener = listen(address).with_context(|| format!("cannot listen on {address}"))?;
         tracing::info!(
             address = %listener.local_addr()?,
             mode = mode.as_str(),
@@ -230,6 +229,22 @@ impl Application {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// Connections the kernel holds for the server before it accepts them. std's 128 drops
+/// part of a probe storm's connections, which then wait out SYN-ACK retransmissions
+/// (seconds); the kernel caps this at `net.core.somaxconn`.
+const LISTEN_BACKLOG: u32 = 4096;
+
+fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match address {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As std does: a restarted server binds again while old connections linger.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)?.into_std()
 }
 
 /// The API's tokens, resolved, and the role of a request without one.
