@@ -1,0 +1,85 @@
+//! The reliability suite: the whole system — `karpor serve` on etcd, then on MariaDB,
+//! each with an Elasticsearch-API server for storage, and two real kube-apiservers —
+//! under continuous churn, while its dependencies are killed, paused and restarted,
+//! probes storm it and it is stopped with SIGTERM. It checks the health contract
+//! (docs/health.md), that nothing is lost, and writes what it measured to
+//! docs/reliability.md. Everything runs on loopback; one run takes a few minutes.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod clusters;
+mod faults;
+mod probe;
+mod report;
+mod system;
+mod traffic;
+
+use std::time::Instant;
+
+use clusters::Member;
+use faults::{Paused, Run};
+use support::services::Apiserver;
+use tokio_util::sync::CancellationToken;
+
+const CONFIGS: [&str; 2] = ["etcd", "mariadb"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn faults_leave_the_probes_truthful_and_lose_nothing() {
+    let began = Instant::now();
+    // Each opens thousands of sockets at once; raise this process's limit like karpor's.
+    rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    let mut apiservers = tokio::task::spawn_blocking(|| {
+        let missing = "KARPOR_TEST_APISERVER_BIN is not set: run scripts/services.sh start";
+        let a = std::thread::spawn(move || Apiserver::start().expect(missing));
+        let b = Apiserver::start().expect(missing);
+        vec![a.join().unwrap(), b]
+    })
+    .await
+    .unwrap();
+    let members = vec![
+        Member::connect("a", apiservers[0].kubeconfig()).await,
+        Member::connect("b", apiservers[1].kubeconfig()).await,
+    ];
+    let mut rows = Vec::new();
+    for config in CONFIGS {
+        let churning = CancellationToken::new();
+        let churn: Vec<_> = members
+            .iter()
+            .map(|m| m.churn(config, churning.clone()))
+            .collect();
+        let system = system::System::start(config, &members).await;
+        let mut run = Run {
+            config,
+            traffic: traffic::Traffic::start(system.base.clone(), config),
+            prober: probe::Prober::new(&system.base),
+            system,
+            members: &members,
+            apiservers: &mut apiservers,
+        };
+        rows.push(run.healthy_storm().await);
+        rows.push(run.metastore_killed().await);
+        rows.push(run.storage_killed().await);
+        rows.push(run.apiserver_killed().await);
+        for which in [Paused::Metastore, Paused::Storage, Paused::Apiserver] {
+            rows.push(run.paused(which).await);
+        }
+        rows.push(run.terminated().await);
+        let unexpected = run.traffic.unexpected();
+        assert!(
+            unexpected.is_empty(),
+            "{config}: answers other than success and 503: {unexpected:?}"
+        );
+        run.traffic.stop().await;
+        churning.cancel();
+        for task in churn {
+            task.await.unwrap();
+        }
+    }
+    let settings = format!(
+        "health {}, probe period {:?}, drain 2 s",
+        system::HEALTH,
+        probe::PERIOD
+    );
+    report::write(&rows, &settings, began.elapsed());
+}

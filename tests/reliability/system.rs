@@ -1,0 +1,227 @@
+//! One configuration of the whole system: a metadata store, the Elasticsearch-API
+//! storage, `karpor serve` on them with both member clusters registered through the
+//! REST API; and how storage is compared with the clusters.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::clusters::{Member, Objects, NAMESPACE};
+use crate::support::services::{Elastic, Etcd, Managed, Mariadb};
+use crate::support::{Karpor, Spawn};
+
+/// Bound on anything that should happen "soon" (a start, a convergence).
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+pub const HEALTH: &str =
+    "{check_timeout: 1s, deadline: 2s, cache_ttl: 1s, failure_threshold: 2, success_threshold: 2}";
+pub const DEADLINE: Duration = Duration::from_secs(2);
+pub const CACHE_TTL: Duration = Duration::from_secs(1);
+pub const FAILURE_THRESHOLD: u32 = 2;
+pub const SUCCESS_THRESHOLD: u32 = 2;
+pub const DRAIN: Duration = Duration::from_secs(2);
+const SHUTDOWN: &str = "{drain_delay: 2s, grace_period: 500ms}";
+const REQUEST_TIMEOUT: &str = "5s";
+
+pub enum Metastore {
+    Etcd(Etcd),
+    Mariadb(Mariadb),
+}
+
+impl Metastore {
+    pub fn start(name: &str) -> Metastore {
+        let missing = "test services: run scripts/services.sh start";
+        match name {
+            "etcd" => Metastore::Etcd(Etcd::start().expect(missing)),
+            _ => Metastore::Mariadb(Mariadb::start().expect(missing)),
+        }
+    }
+
+    pub fn process(&mut self) -> &mut Managed {
+        match self {
+            Metastore::Etcd(e) => &mut e.process,
+            Metastore::Mariadb(m) => &mut m.process,
+        }
+    }
+
+    fn config(&self) -> String {
+        match self {
+            Metastore::Etcd(e) => {
+                format!("{{backend: etcd, etcd: {{endpoints: ['{}']}}}}", e.url())
+            }
+            Metastore::Mariadb(m) => format!("{{backend: mysql, url: '{}'}}", m.url()),
+        }
+    }
+}
+
+pub struct System {
+    pub metastore: Metastore,
+    pub storage: Elastic,
+    pub karpor: Karpor,
+    config: String,
+    pub base: String,
+    client: reqwest::Client,
+}
+
+impl System {
+    pub async fn start(metastore: &str, members: &[Member]) -> System {
+        let metastore = Metastore::start(metastore);
+        let storage = Elastic::start().expect("test services: run scripts/services.sh start");
+        let config = format!(
+            "shutdown: {SHUTDOWN}\nhealth: {HEALTH}\n\
+             server: {{limits: {{request_timeout: {REQUEST_TIMEOUT}}}}}\n\
+             metadata: {}\nstorage: {{backend: elasticsearch, url: '{}'}}\n",
+            metastore.config(),
+            storage.url()
+        );
+        let karpor = Spawn::serve(&config).start();
+        let base = karpor.url("");
+        let system = System {
+            metastore,
+            storage,
+            karpor,
+            config,
+            base,
+            client: crate::traffic::client(),
+        };
+        for member in members {
+            system.register(member).await;
+        }
+        system
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.karpor.addr
+    }
+
+    async fn register(&self, member: &Member) {
+        let url = format!("{}/rest-api/v1/cluster/{}", self.base, member.name);
+        let response = self
+            .client
+            .post(url)
+            .json(&json!({"kubeConfig": member.kubeconfig}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        assert!(
+            status.is_success(),
+            "register {}: {status} {}",
+            member.name,
+            response.text().await.unwrap_or_default()
+        );
+    }
+
+    /// Starts `karpor serve` again, on the same address and directory.
+    pub fn restart_karpor(&mut self) {
+        let dir = self.karpor.dir().to_path_buf();
+        self.karpor = Spawn::serve(&self.config)
+            .in_dir(&dir)
+            .on(self.karpor.addr)
+            .start();
+    }
+
+    /// The churned namespace's ConfigMaps of `cluster` as stored: uid to resourceVersion.
+    pub async fn stored(&self, cluster: &str) -> Option<Objects> {
+        let query = format!(
+            "select * from resources where cluster = '{cluster}' and namespace = '{NAMESPACE}' and kind = 'ConfigMap'"
+        );
+        let response = self
+            .client
+            .get(format!("{}/rest-api/v1/search", self.base))
+            .query(&[("query", query.as_str()), ("pageSize", "1000")])
+            .send()
+            .await
+            .ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let body: Value = response.json().await.ok()?;
+        let items = body["data"]["items"].as_array()?;
+        Some(
+            items
+                .iter()
+                .map(|item| {
+                    let meta = &item["object"]["metadata"];
+                    (
+                        meta["uid"].as_str().unwrap_or_default().to_owned(),
+                        meta["resourceVersion"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// Holds each cluster still in turn until storage equals it; how long from `since`,
+    /// and how many objects were missing or stale at the last comparison (0 once equal).
+    pub async fn converge(&self, members: &[Member], since: Instant) -> (Duration, usize) {
+        for member in members {
+            let _still = member.hold_still().await;
+            loop {
+                let live = member.live().await;
+                let stored = self.stored(member.name).await;
+                if let (Ok(live), Some(stored)) = (&live, &stored) {
+                    if live == stored {
+                        break;
+                    }
+                    if since.elapsed() > LIMIT {
+                        let lost = differing(live, stored);
+                        panic!(
+                            "{}: storage not equal to the cluster {LIMIT:?} after the fault: {lost} objects missing, stale or extra\n live: {live:?}\n stored: {stored:?}",
+                            member.name
+                        );
+                    }
+                }
+                assert!(
+                    since.elapsed() < LIMIT,
+                    "{}: cannot compare: live {:?}, stored {}",
+                    member.name,
+                    live.err(),
+                    stored.is_some()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        (since.elapsed(), 0)
+    }
+
+    /// Acknowledged writes the metadata store does not have.
+    pub async fn missing_writes(&self, acknowledged: &[String]) -> Vec<String> {
+        let url = format!("{}/rest-api/v1/resource-group-rules", self.base);
+        let body: Value = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let stored: BTreeSet<&str> = body["data"]["items"]
+            .as_array()
+            .unwrap_or_else(|| panic!("rules list: {body}"))
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        acknowledged
+            .iter()
+            .filter(|n| !stored.contains(n.as_str()))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Objects in one map and not the other, or at another version.
+fn differing(live: &Objects, stored: &Objects) -> usize {
+    let missing_or_stale = live
+        .iter()
+        .filter(|(uid, version)| stored.get(*uid) != Some(version))
+        .count();
+    let extra = stored.keys().filter(|uid| !live.contains_key(*uid)).count();
+    missing_or_stale + extra
+}
