@@ -108,6 +108,33 @@ pub struct ClusterBody {
     pub context: Option<String>,
 }
 
+impl ClusterBody {
+    /// Sets on `record` what the body gives; a kubeconfig is kept minified to the
+    /// context chosen by the query (`context`), else the body, else its current one.
+    fn apply_to(self, record: &mut Cluster, context: Option<String>) -> Result<(), ApiError> {
+        let context = context.or(self.context);
+        if let Some(v) = self.display_name {
+            record.display_name = v;
+        }
+        if let Some(v) = self.description {
+            record.description = v;
+        }
+        if let Some(v) = self.labels {
+            record.labels = v;
+        }
+        match self.kube_config {
+            Some(text) => record.kubeconfig = StoredKubeconfig(minify(&text, context.as_deref())?),
+            None if context.is_some() => {
+                return Err(ApiError::bad_request(
+                    "context needs a kubeConfig to choose from",
+                ))
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -176,17 +203,17 @@ pub(crate) async fn create(
     Json(body): Json<ClusterBody>,
 ) -> ApiResult {
     validate_name(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let Some(text) = body.kube_config.as_deref() else {
+    if body.kube_config.is_none() {
         return Err(ApiError::bad_request("kubeConfig is required"));
-    };
-    let kubeconfig = minify(text, param.context.as_deref().or(body.context.as_deref()))?;
-    let record = Cluster {
+    }
+    let mut record = Cluster {
         name,
-        display_name: body.display_name.unwrap_or_default(),
-        description: body.description.unwrap_or_default(),
-        labels: body.labels.unwrap_or_default(),
-        kubeconfig: StoredKubeconfig(kubeconfig),
+        display_name: String::new(),
+        description: String::new(),
+        labels: BTreeMap::new(),
+        kubeconfig: StoredKubeconfig(String::new()),
     };
+    body.apply_to(&mut record, param.context)?;
     let stored = state.metastore.create(record).await?;
     tracing::info!(cluster = %stored.record.name, by = %by.name, "cluster registered");
     Ok(Reply::created(view(&state, &stored, false).await))
@@ -206,23 +233,7 @@ pub(crate) async fn update(
 ) -> ApiResult {
     let current = find(&state, &name).await?;
     let mut record = current.record.clone();
-    if let Some(v) = body.display_name {
-        record.display_name = v;
-    }
-    if let Some(v) = body.description {
-        record.description = v;
-    }
-    if let Some(v) = body.labels {
-        record.labels = v;
-    }
-    if let Some(text) = body.kube_config.as_deref() {
-        let context = param.context.as_deref().or(body.context.as_deref());
-        record.kubeconfig = StoredKubeconfig(minify(text, context)?);
-    } else if body.context.is_some() || param.context.is_some() {
-        return Err(ApiError::bad_request(
-            "context needs a kubeConfig to choose from",
-        ));
-    }
+    body.apply_to(&mut record, param.context)?;
     let stored = state.metastore.update(record, current.version).await?;
     tracing::info!(cluster = %name, by = %by.name, "cluster updated");
     Ok(Reply::ok(view(&state, &stored, false).await))
