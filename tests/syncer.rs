@@ -734,22 +734,7 @@ async fn karpor_serve_on_the_embedded_default_makes_new_objects_searchable_withi
     let karpor = support::Spawn::serve(support::EMBEDDED)
         .in_dir(dir.path())
         .start();
-    let export = json!({
-        "format": "karpor-metadata/v1",
-        "clusters": [{"record": {"name": "a", "kubeconfig": kube.kubeconfig},
-            "createdAt": "2026-11-29T00:00:00Z", "updatedAt": "2026-11-29T00:00:00Z"}],
-        "syncRules": [], "resourceGroupRules": []
-    });
-    let import = dir.path().join("import.json");
-    std::fs::write(&import, export.to_string()).unwrap();
-    std::fs::write(dir.path().join("karpor.yaml"), support::EMBEDDED).unwrap();
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_karpor"))
-        .args(["metadata", "import", "--config", "karpor.yaml", "--input"])
-        .arg(&import)
-        .current_dir(dir.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    support::import_clusters(dir.path(), support::EMBEDDED, &[("a", &kube.kubeconfig)]);
     let url = karpor.url("/readyz");
     // Synced (the Syncer check passes once every cluster's first list is in), not only
     // reachable: from then on, a new object is a watch event.
@@ -810,27 +795,7 @@ async fn an_exec_users_command_line_never_reaches_the_log() {
         .in_dir(dir.path())
         .start();
     let kubeconfig = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:9'}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: /bin/false\n      args: ['--password=exec-arg-secret']\n      env: [{name: TOKEN, value: exec-env-secret}]\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
-    let export = json!({
-        "format": "karpor-metadata/v1",
-        "clusters": [{"record": {"name": "exec", "kubeconfig": kubeconfig},
-            "createdAt": "2026-11-29T00:00:00Z", "updatedAt": "2026-11-29T00:00:00Z"}],
-        "syncRules": [], "resourceGroupRules": []
-    });
-    std::fs::write(dir.path().join("import.json"), export.to_string()).unwrap();
-    std::fs::write(dir.path().join("karpor.yaml"), support::EMBEDDED).unwrap();
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_karpor"))
-        .args([
-            "metadata",
-            "import",
-            "--config",
-            "karpor.yaml",
-            "--input",
-            "import.json",
-        ])
-        .current_dir(dir.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    support::import_clusters(dir.path(), support::EMBEDDED, &[("exec", kubeconfig)]);
     let url = karpor.url("/readyz?verbose");
     wait_for(LIMIT, "Cluster/exec fails", || {
         let url = url.clone();

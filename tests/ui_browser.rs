@@ -36,27 +36,8 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         elastic.url()
     );
     let karpor = Spawn::serve(&config).in_dir(dir.path()).start();
-    let export = serde_json::json!({
-        "format": "karpor-metadata/v1",
-        "clusters": [{"record": {"name": "a", "kubeconfig": std::fs::read_to_string(kubeconfig).unwrap()},
-            "createdAt": "2026-11-29T00:00:00Z", "updatedAt": "2026-11-29T00:00:00Z"}],
-        "syncRules": [], "resourceGroupRules": []
-    });
-    std::fs::write(dir.path().join("import.json"), export.to_string()).unwrap();
-    std::fs::write(dir.path().join("karpor.yaml"), &config).unwrap();
-    let imported = Command::new(env!("CARGO_BIN_EXE_karpor"))
-        .args([
-            "metadata",
-            "import",
-            "--config",
-            "karpor.yaml",
-            "--input",
-            "import.json",
-        ])
-        .current_dir(dir.path())
-        .status()
-        .unwrap();
-    assert!(imported.success());
+    let kubeconfig = std::fs::read_to_string(kubeconfig).unwrap();
+    support::import_clusters(dir.path(), &config, &[("a", &kubeconfig)]);
 
     // Something the search will find: the cluster's own kube-system namespace.
     let storage = karpor_storage::connect(&StorageConfig::Elasticsearch(ElasticConfig {

@@ -116,11 +116,7 @@ impl System {
 
     /// Starts `karpor serve` again, on the same address and directory.
     pub fn restart_karpor(&mut self) {
-        let dir = self.karpor.dir().to_path_buf();
-        self.karpor = Spawn::serve(&self.config)
-            .in_dir(&dir)
-            .on(self.karpor.addr)
-            .start();
+        self.karpor.serve_again(&self.config);
     }
 
     /// The churned namespace's ConfigMaps of `cluster` as stored: uid to resourceVersion.

@@ -19,6 +19,8 @@ pub struct Karpor {
     pub addr: SocketAddr,
     logs: Arc<Mutex<Vec<String>>>,
     dir: PathBuf,
+    /// The directory was made for this process (not given): removed with it.
+    scratch: bool,
 }
 
 pub struct Spawn<'a> {
@@ -66,6 +68,7 @@ impl<'a> Spawn<'a> {
 
 impl Karpor {
     fn start(spawn: Spawn<'_>) -> Karpor {
+        let scratch = spawn.dir.is_none();
         let dir = match spawn.dir {
             Some(d) => d.to_path_buf(),
             None => tempfile::tempdir().unwrap().keep(),
@@ -122,7 +125,17 @@ impl Karpor {
             addr,
             logs,
             dir,
+            scratch,
         }
+    }
+
+    /// Starts `karpor serve` again with `config`, on the same address and in the same
+    /// directory (after this one exited).
+    pub fn serve_again(&mut self, config: &str) {
+        let dir = self.dir.clone();
+        let next = Spawn::serve(config).in_dir(&dir).on(self.addr).start();
+        let mut previous = std::mem::replace(self, next);
+        self.scratch = std::mem::take(&mut previous.scratch);
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -167,6 +180,10 @@ impl Drop for Karpor {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Kept for a failed test to be looked into, and only then.
+        if self.scratch && !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -219,6 +236,31 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Registers clusters (name, kubeconfig text) as an operator restores them: `karpor
+/// metadata import` run in `dir` with `config`.
+pub fn import_clusters(dir: &Path, config: &str, clusters: &[(&str, &str)]) {
+    let clusters: Vec<serde_json::Value> = clusters
+        .iter()
+        .map(|(name, kubeconfig)| {
+            serde_json::json!({"record": {"name": name, "kubeconfig": kubeconfig},
+                "createdAt": "2026-11-29T00:00:00Z", "updatedAt": "2026-11-29T00:00:00Z"})
+        })
+        .collect();
+    let export = serde_json::json!({
+        "format": "karpor-metadata/v1",
+        "clusters": clusters, "syncRules": [], "resourceGroupRules": []
+    });
+    std::fs::write(dir.join("import.json"), export.to_string()).unwrap();
+    std::fs::write(dir.join("karpor-import.yaml"), config).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_karpor"))
+        .args(["metadata", "import", "--config", "karpor-import.yaml"])
+        .args(["--input", "import.json"])
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "karpor metadata import failed");
 }
 
 /// The embedded default config, with a short drain so tests stop quickly.

@@ -153,6 +153,10 @@ impl Drop for Managed {
                 .status();
         }
         self.kill();
+        // Data and log are kept for a failed test to be looked into, and only then.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
