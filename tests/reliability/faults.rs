@@ -321,14 +321,20 @@ impl Run<'_> {
         sent_half.wait().await;
         self.system.karpor.signal("TERM");
         let signalled = Instant::now();
-        let first = self.prober.get("/readyz").await;
-        let detect = signalled.elapsed();
-        assert_eq!(first.status, 503, "{}", first.body);
-        assert!(
-            first.body.contains("[-] Shutdown failed: shutting down"),
-            "{}",
-            first.body
-        );
+        // A signal is handled asynchronously: probe back to back until it shows, which
+        // must be well within one probe period.
+        let detect = loop {
+            let answer = self.prober.get("/readyz").await;
+            if answer.status == 503 && answer.body.contains("[-] Shutdown failed: shutting down") {
+                break signalled.elapsed();
+            }
+            assert!(
+                signalled.elapsed() < PERIOD,
+                "/readyz {PERIOD:?} after SIGTERM: {}\n{}",
+                answer.status,
+                answer.body
+            );
+        };
         let livez = self.prober.get("/livez").await;
         assert_eq!(livez.status, 200, "/livez while draining: {}", livez.body);
         go.send_replace(true);

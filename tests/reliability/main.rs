@@ -27,8 +27,13 @@ const CONFIGS: [&str; 2] = ["etcd", "mariadb"];
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn faults_leave_the_probes_truthful_and_lose_nothing() {
     let began = Instant::now();
-    // Each opens thousands of sockets at once; raise this process's limit like karpor's.
-    rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    // A storm holds 10,000 sockets at once, here and in karpor (which raises its own limit).
+    let files = rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    assert!(
+        files > faults::STORM as u64 + 1_000,
+        "the open files limit is {files}: a storm of {} needs more (ulimit -Hn)",
+        faults::STORM
+    );
     let mut apiservers = tokio::task::spawn_blocking(|| {
         let missing = "KARPOR_TEST_APISERVER_BIN is not set: run scripts/services.sh start";
         let a = std::thread::spawn(move || Apiserver::start().expect(missing));

@@ -24,7 +24,11 @@ pub struct Row {
 }
 
 fn secs(d: Option<Duration>) -> String {
-    d.map_or("–".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()))
+    match d {
+        None => "–".to_owned(),
+        Some(d) if d < Duration::from_millis(100) => format!("{} ms", d.as_millis()),
+        Some(d) => format!("{:.2} s", d.as_secs_f64()),
+    }
 }
 
 pub fn write(rows: &[Row], settings: &str, took: Duration) {
@@ -41,7 +45,7 @@ pub fn write(rows: &[Row], settings: &str, took: Duration) {
          under churn (ConfigMaps created, updated and deleted every 100 ms in both clusters;\n\
          a search every 100 ms and a resource group rule written every 500 ms through the\n\
          REST API), and breaks one thing at a time. Settings: {settings}.\n\n\
-         - **detect**: from the fault to the first `/readyz` answer that shows it (probed every 500 ms; for SIGTERM, the first answer after the signal).\n\
+         - **detect**: from the fault to the first `/readyz` answer that shows it (probed every 500 ms; for SIGTERM, probed back to back from the signal, and asserted within one period).\n\
          - **recover**: from the dependency answering again (for SIGTERM: from the exit) to `/readyz` 200 with every check passing.\n\
          - **converge**: from the same moment to storage holding exactly the clusters' objects (every uid and resourceVersion of the churned namespace).\n\
          - **requests failed**: steady REST API requests from the fault to recovery that did not succeed, of all sent (each a 503: any other answer, a hang or a refused connection fails the suite).\n\
@@ -80,7 +84,7 @@ pub fn write(rows: &[Row], settings: &str, took: Duration) {
          - a killed or paused critical dependency gives 503 with `[-] Server failed: unreachable|timeout` or `[-] Storage failed: ...`; a member cluster's only `[-] Cluster/NAME failed: ... (non-critical)` with status 200, and the other cluster keeps syncing;\n\
          - a write through the REST API while the metadata store is down answers 503; no request of the steady traffic ever gets another error status, hangs past 10 s or is refused;\n\
          - a storm gets only 200 and 503, and while all is healthy each check runs at most once per cache TTL (`karpor_health_check_runs_total` before and after);\n\
-         - SIGTERM: the first `/readyz` after it is 503 `[-] Shutdown failed: shutting down`, the requests sent with the signal all succeed, the process exits 0 within drain + 1 s, and after a restart nothing acknowledged is missing;\n\
+         - SIGTERM: `/readyz` is 503 `[-] Shutdown failed: shutting down` within one probe period (the signal is handled asynchronously; it takes milliseconds), the requests sent with the signal all succeed, the process exits 0 within drain + 1 s, and after a restart nothing acknowledged is missing;\n\
          - after every fault, storage equals both clusters and every acknowledged write is in the metadata store.\n\n\
          ## What it does not show\n\n\
          - noida-db, the Elasticsearch-API test server, keeps nothing it had not saved at a clean stop: after a SIGKILL it comes back empty, harsher than a real Elasticsearch (whose translog keeps acknowledged writes). Storage still ends equal to the clusters because the syncer relists every cluster after a storage outage (docs/syncer.md). A real Elasticsearch is not run here.\n\
