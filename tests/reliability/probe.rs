@@ -118,11 +118,16 @@ impl Storm {
             .iter()
             .map(|(status, n)| format!("{n} × {status}"))
             .collect();
-        format!(
+        let mut summary = format!(
             "{} in {:.1} s",
             statuses.join(", "),
             self.elapsed.as_secs_f64()
-        )
+        );
+        // A mixed answer says why some probes failed.
+        if let (true, Some(failing)) = (self.statuses.contains_key(&200), &self.failing) {
+            summary.push_str(&format!(" (a 503 said `{failing}`)"));
+        }
+        summary
     }
 
     /// No error, and no status but 200 and 503.
