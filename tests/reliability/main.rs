@@ -34,14 +34,12 @@ async fn faults_leave_the_probes_truthful_and_lose_nothing() {
         "the open files limit is {files}: a storm of {} needs more (ulimit -Hn)",
         faults::STORM
     );
-    let mut apiservers = tokio::task::spawn_blocking(|| {
-        let missing = "KARPOR_TEST_APISERVER_BIN is not set: run scripts/services.sh start";
-        let a = std::thread::spawn(move || Apiserver::start().expect(missing));
-        let b = Apiserver::start().expect(missing);
-        vec![a.join().unwrap(), b]
-    })
-    .await
-    .unwrap();
+    let (a, b) = tokio::join!(
+        tokio::task::spawn_blocking(Apiserver::start),
+        tokio::task::spawn_blocking(Apiserver::start)
+    );
+    let missing = "KARPOR_TEST_APISERVER_BIN is not set: run scripts/services.sh start";
+    let mut apiservers = vec![a.unwrap().expect(missing), b.unwrap().expect(missing)];
     let members = vec![
         Member::connect("a", apiservers[0].kubeconfig()).await,
         Member::connect("b", apiservers[1].kubeconfig()).await,

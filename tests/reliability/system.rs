@@ -154,23 +154,25 @@ impl System {
     }
 
     /// Holds each cluster still in turn until storage equals it; how long from `since`,
-    /// and how many objects were missing or stale at the last comparison (0 once equal).
+    /// and how many objects were missing, stale or extra at the last comparison (fails
+    /// the test when that is not 0 within the limit).
     pub async fn converge(&self, members: &[Member], since: Instant) -> (Duration, usize) {
+        let mut lost = 0;
         for member in members {
             let _still = member.hold_still().await;
             loop {
                 let live = member.live().await;
                 let stored = self.stored(member.name).await;
                 if let (Ok(live), Some(stored)) = (&live, &stored) {
-                    if live == stored {
-                        break;
-                    }
-                    if since.elapsed() > LIMIT {
-                        let lost = differing(live, stored);
-                        panic!(
-                            "{}: storage not equal to the cluster {LIMIT:?} after the fault: {lost} objects missing, stale or extra\n live: {live:?}\n stored: {stored:?}",
+                    let differing = differing(live, stored);
+                    if differing == 0 || since.elapsed() > LIMIT {
+                        assert_eq!(
+                            differing, 0,
+                            "{}: storage not equal to the cluster {LIMIT:?} after the fault: objects missing, stale or extra\n live: {live:?}\n stored: {stored:?}",
                             member.name
                         );
+                        lost += differing;
+                        break;
                     }
                 }
                 assert!(
@@ -183,7 +185,7 @@ impl System {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-        (since.elapsed(), 0)
+        (since.elapsed(), lost)
     }
 
     /// Acknowledged writes the metadata store does not have.
