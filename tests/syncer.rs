@@ -615,6 +615,12 @@ async fn a_dead_apiserver_fails_only_its_own_check_and_is_caught_up_with() {
     h.register("alive", alive.kubeconfig.clone()).await;
     converges(&h, &dying, "dying", &ns, &[configmaps()]).await;
     converges(&h, &alive, "alive", &ns, &[configmaps()]).await;
+    // Storage can equal a cluster a moment before its first list is recorded as done
+    // (the purge that ends it is still queued): wait for both, or Syncer fails below.
+    wait_for(LIMIT, "both clusters finished their first list", || async {
+        h.readyz().await.status() == Status::Pass
+    })
+    .await;
 
     private.process.kill();
     wait_for(LIMIT, "Cluster/dying fails as unreachable", || async {
