@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use karpor_kube::kubeconfig;
 use serde_json::{json, Value};
 
 use crate::cli::{ClusterCommand, SearchArgs, ServerArgs};
@@ -158,15 +159,23 @@ async fn run_cluster(server: &ServerArgs, command: &ClusterCommand) -> Result<()
     Ok(())
 }
 
-/// The kubeconfig's chosen context alone, its files read here (relative to the file) so
-/// the server need not see them.
+/// The kubeconfig's chosen context alone, with the files it names read here (relative to
+/// the file) and inlined: the server accepts only self-contained kubeconfigs, as `kubectl
+/// config view --flatten --minify` makes them.
 fn read_kubeconfig(path: &Path, context: Option<&str>) -> Result<String, Failed> {
+    use std::io::Read;
     let refused = |m: String| Failed(EXIT_REFUSED, format!("{}: {m}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| refused(format!("cannot read: {e}")))?;
-    let config = karpor_api::kubeconfig::parse(&text).map_err(|p| refused(p.0))?;
-    let selected = karpor_api::kubeconfig::select(&config, context, path.parent())
-        .map_err(|p| refused(p.0))?;
-    Ok(karpor_api::kubeconfig::to_yaml(&selected))
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            f.take(kubeconfig::MAX_BYTES as u64 + 1)
+                .read_to_string(&mut text)
+        })
+        .map_err(|e| refused(format!("cannot read: {e}")))?;
+    let config = kubeconfig::parse(&text).map_err(|p| refused(p.0))?;
+    let mut selected = kubeconfig::select(&config, context).map_err(|p| refused(p.0))?;
+    kubeconfig::inline_files(&mut selected, path.parent()).map_err(|p| refused(p.0))?;
+    Ok(kubeconfig::to_yaml(&selected))
 }
 
 async fn run_search(args: &SearchArgs) -> Result<(), Failed> {

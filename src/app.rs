@@ -82,6 +82,7 @@ impl Application {
             .await
             .context("cannot open the resource storage")?;
         let sync_metrics = karpor_syncer::metrics(&mut registry);
+        let exec = config.kubernetes.exec_settings();
         let mut syncer = (mode == Mode::Syncer || config.server.syncer).then(|| {
             Syncer::new(SyncerParts {
                 metastore: metastore.clone(),
@@ -94,6 +95,7 @@ impl Application {
                     .map(|(name, c)| (name.to_ascii_lowercase(), c.must_ready))
                     .collect(),
                 metrics: sync_metrics,
+                exec: exec.clone(),
                 settings: sync_settings(&config.syncer),
             })
         });
@@ -144,6 +146,7 @@ impl Application {
                 metastore: metastore.clone(),
                 storage: storage.clone(),
                 sync: syncer.as_ref().map(|s| s.status()),
+                exec,
                 auth: authenticator(&config)?,
                 read_only: config.server.read_only,
                 limits: config.server.limits.clone(),

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use karpor_api::{AuthConfig, LimitsConfig};
 use karpor_core::SecretSource;
+use karpor_kube::KubernetesConfig;
 use karpor_metastore::MetastoreConfig;
 use karpor_storage::StorageConfig;
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,7 @@ pub struct Config {
     pub metadata: MetastoreConfig,
     pub storage: StorageConfig,
     pub syncer: SyncerConfig,
+    pub kubernetes: KubernetesConfig,
     pub health: HealthConfig,
     pub readiness: ReadinessConfig,
     pub shutdown: ShutdownConfig,
@@ -41,6 +43,7 @@ pub const SECTIONS: &[&str] = &[
     "metadata",
     "storage",
     "syncer",
+    "kubernetes",
     "health",
     "readiness",
     "shutdown",

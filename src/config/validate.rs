@@ -48,6 +48,9 @@ impl Config {
         if syncer.rediscover_interval < Duration::from_secs(1) {
             return fail("syncer.rediscover_interval", "must be at least 1s".into());
         }
+        if let Err((key, what)) = self.kubernetes.validate() {
+            return fail(&key, what);
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return fail("log.level", format!("not a log filter: {e}"));
         }

@@ -18,10 +18,12 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
 
+use karpor_kube::kubeconfig;
+use karpor_kube::{ContextInfo, Summary, Timeouts};
+
 use crate::auth::Principal;
 use crate::envelope::{ApiError, ApiResult, Reply};
-use crate::kubeconfig::{self, ContextInfo, Summary};
-use crate::AppState;
+use crate::{AppState, Role};
 
 /// The document's example: a kubeconfig whose server is closed.
 const EXAMPLE_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: example}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
@@ -48,8 +50,8 @@ pub struct ClusterView {
     pub display_name: String,
     pub description: String,
     pub labels: BTreeMap<String, String>,
-    /// The stored kubeconfig with every credential replaced by `******` (absent in a
-    /// summary list).
+    /// The stored kubeconfig with every credential replaced by `******`: for admins
+    /// only, and not in a summary list.
     pub kube_config: Option<String>,
     pub kubeconfig_summary: Option<Summary>,
     pub created_at: String,
@@ -111,7 +113,12 @@ pub struct ClusterBody {
 impl ClusterBody {
     /// Sets on `record` what the body gives; a kubeconfig is kept minified to the
     /// context chosen by the query (`context`), else the body, else its current one.
-    fn apply_to(self, record: &mut Cluster, context: Option<String>) -> Result<(), ApiError> {
+    async fn apply_to(
+        self,
+        state: &AppState,
+        record: &mut Cluster,
+        context: Option<String>,
+    ) -> Result<(), ApiError> {
         let context = context.or(self.context);
         if let Some(v) = self.display_name {
             record.display_name = v;
@@ -123,7 +130,10 @@ impl ClusterBody {
             record.labels = v;
         }
         match self.kube_config {
-            Some(text) => record.kubeconfig = StoredKubeconfig(minify(&text, context.as_deref())?),
+            Some(text) => {
+                let selected = minify(state, text, context.as_deref()).await?;
+                record.kubeconfig = StoredKubeconfig(kubeconfig::to_yaml(&selected));
+            }
             None if context.is_some() => {
                 return Err(ApiError::bad_request(
                     "context needs a kubeConfig to choose from",
@@ -148,6 +158,7 @@ pub struct ContextParam {
         crate::openapi::Errors))]
 pub(crate) async fn list(
     State(state): State<AppState>,
+    Extension(by): Extension<Principal>,
     Query(params): Query<ListParams>,
 ) -> ApiResult {
     let mut clusters = state.metastore.list_all::<Cluster>().await?;
@@ -167,7 +178,7 @@ pub(crate) async fn list(
     }
     let mut items = Vec::with_capacity(clusters.len());
     for cluster in &clusters {
-        items.push(view(&state, cluster, params.summary).await);
+        items.push(view(&state, cluster, params.summary || by.role < Role::Admin).await);
     }
     Ok(Reply::ok(ClusterList {
         total: items.len(),
@@ -179,9 +190,15 @@ pub(crate) async fn list(
     params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
     responses((status = 200, body = inline(crate::envelope::Envelope<ClusterView>)),
         crate::openapi::Errors))]
-pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+pub(crate) async fn read(
+    State(state): State<AppState>,
+    Extension(by): Extension<Principal>,
+    Path(name): Path<String>,
+) -> ApiResult {
     let cluster = find(&state, &name).await?;
-    Ok(Reply::ok(view(&state, &cluster, false).await))
+    Ok(Reply::ok(
+        view(&state, &cluster, by.role < Role::Admin).await,
+    ))
 }
 
 #[utoipa::path(post, path = "/rest-api/v1/cluster/{name}", operation_id = "createCluster", tag = "clusters",
@@ -213,7 +230,7 @@ pub(crate) async fn create(
         labels: BTreeMap::new(),
         kubeconfig: StoredKubeconfig(String::new()),
     };
-    body.apply_to(&mut record, param.context)?;
+    body.apply_to(&state, &mut record, param.context).await?;
     let stored = state.metastore.create(record).await?;
     tracing::info!(cluster = %stored.record.name, by = %by.name, "cluster registered");
     Ok(Reply::created(view(&state, &stored, false).await))
@@ -233,7 +250,7 @@ pub(crate) async fn update(
 ) -> ApiResult {
     let current = find(&state, &name).await?;
     let mut record = current.record.clone();
-    body.apply_to(&mut record, param.context)?;
+    body.apply_to(&state, &mut record, param.context).await?;
     let stored = state.metastore.update(record, current.version).await?;
     tracing::info!(cluster = %name, by = %by.name, "cluster updated");
     Ok(Reply::ok(view(&state, &stored, false).await))
@@ -295,9 +312,11 @@ pub(crate) async fn upload(mut form: Multipart) -> ApiResult {
         if bytes.len() > MAX_KUBECONFIG_BYTES {
             return Err(too_large(bytes.len()));
         }
-        let text = std::str::from_utf8(&bytes)
+        let text = String::from_utf8(bytes.to_vec())
             .map_err(|_| ApiError::bad_request("the kubeconfig is not UTF-8 text"))?;
-        let config = kubeconfig::parse(text).map_err(bad_kubeconfig)?;
+        let config = karpor_kube::parse_off_runtime(text)
+            .await
+            .map_err(bad_kubeconfig)?;
         return Ok(Reply::ok(UploadView {
             file_name,
             file_size: bytes.len(),
@@ -330,40 +349,35 @@ pub struct ValidateView {
     request_body = ValidateBody,
     responses((status = 200, body = inline(crate::envelope::Envelope<ValidateView>)),
         crate::openapi::Errors))]
-pub(crate) async fn validate(Json(body): Json<ValidateBody>) -> ApiResult {
-    let text = minify(&body.kube_config, body.context.as_deref())?;
-    let config = kubeconfig::parse(&text).map_err(bad_kubeconfig)?;
-    let summary = kubeconfig::summary(&config);
+pub(crate) async fn validate(
+    State(state): State<AppState>,
+    Json(body): Json<ValidateBody>,
+) -> ApiResult {
+    let selected = minify(&state, body.kube_config, body.context.as_deref()).await?;
+    let summary = kubeconfig::summary(&selected);
     let unreachable = |why: String| {
         ApiError::bad_request(format!(
             "cannot reach the API server at {}: {why}",
             summary.server
         ))
     };
-    let options = kube::config::KubeConfigOptions::default();
-    let mut client_config = kube::Config::from_custom_kubeconfig(config, &options)
+    let timeouts = Timeouts {
+        connect: VALIDATE_TIMEOUT,
+        read: Some(VALIDATE_TIMEOUT),
+    };
+    let client = karpor_kube::build(selected.clone(), &state.exec, timeouts)
         .await
-        .map_err(|e| not_usable(&e))?;
-    client_config.connect_timeout = Some(VALIDATE_TIMEOUT);
-    client_config.read_timeout = Some(VALIDATE_TIMEOUT);
-    let client = kube::Client::try_from(client_config).map_err(|e| not_usable(&e))?;
+        .map_err(|e| ApiError::bad_request(e.to_string()))?
+        .client;
     let version = tokio::time::timeout(VALIDATE_TIMEOUT, client.apiserver_version())
         .await
         .map_err(|_| unreachable(format!("no answer within {VALIDATE_TIMEOUT:?}")))?
-        .map_err(|e| unreachable(karpor_syncer::describe(&e)))?;
+        .map_err(|e| unreachable(karpor_kube::describe(&e)))?;
     Ok(Reply::ok(ValidateView {
         summary,
         git_version: version.git_version,
         platform: version.platform,
     }))
-}
-
-/// A kubeconfig kube-rs cannot make a client of, described without its credentials.
-fn not_usable(e: &dyn std::error::Error) -> ApiError {
-    ApiError::bad_request(format!(
-        "the kubeconfig is not usable: {}",
-        karpor_syncer::describe_unusable(e)
-    ))
 }
 
 fn too_large(size: usize) -> ApiError {
@@ -373,18 +387,27 @@ fn too_large(size: usize) -> ApiError {
     )
 }
 
-fn bad_kubeconfig(p: kubeconfig::Problem) -> ApiError {
+fn bad_kubeconfig(p: karpor_kube::Problem) -> ApiError {
     ApiError::bad_request(p.0)
 }
 
-/// The text to store for a kubeconfig and context: that context alone, files inlined.
-fn minify(text: &str, context: Option<&str>) -> Result<String, ApiError> {
+/// What to store for a kubeconfig and context: that context alone, self-contained (a
+/// reference to a file on this host is refused, not read), its exec user allowed.
+async fn minify(
+    state: &AppState,
+    text: String,
+    context: Option<&str>,
+) -> Result<kube::config::Kubeconfig, ApiError> {
     if text.len() > MAX_KUBECONFIG_BYTES {
         return Err(too_large(text.len()));
     }
-    let config = kubeconfig::parse(text).map_err(bad_kubeconfig)?;
-    let selected = kubeconfig::select(&config, context, None).map_err(bad_kubeconfig)?;
-    Ok(kubeconfig::to_yaml(&selected))
+    let config = karpor_kube::parse_off_runtime(text)
+        .await
+        .map_err(bad_kubeconfig)?;
+    let selected = kubeconfig::select(&config, context).map_err(bad_kubeconfig)?;
+    kubeconfig::self_contained(&selected).map_err(bad_kubeconfig)?;
+    state.exec.check(&selected).map_err(bad_kubeconfig)?;
+    Ok(selected)
 }
 
 async fn find(state: &AppState, name: &str) -> Result<Stored<Cluster>, ApiError> {
@@ -395,6 +418,7 @@ async fn find(state: &AppState, name: &str) -> Result<Stored<Cluster>, ApiError>
         .ok_or_else(|| ApiError::not_found(format!("cluster {name:?} not found")))
 }
 
+/// A cluster as answered; `summary` leaves the (masked) kubeconfig out, as for guests.
 async fn view(state: &AppState, cluster: &Stored<Cluster>, summary: bool) -> ClusterView {
     let record = &cluster.record;
     let snapshot = state.sync.as_ref().and_then(|s| s.cluster(&record.name));
@@ -405,13 +429,18 @@ async fn view(state: &AppState, cluster: &Stored<Cluster>, summary: bool) -> Clu
             None
         }
     };
-    let parsed = kube::config::Kubeconfig::from_yaml(&record.kubeconfig.0).ok();
+    let parsed = karpor_kube::parse_off_runtime(record.kubeconfig.0.clone())
+        .await
+        .ok();
     ClusterView {
         name: record.name.clone(),
         display_name: record.display_name.clone(),
         description: record.description.clone(),
         labels: record.labels.clone(),
-        kube_config: (!summary).then(|| kubeconfig::mask(&record.kubeconfig.0)),
+        kube_config: match (&parsed, summary) {
+            (Some(config), false) => Some(kubeconfig::to_yaml(&kubeconfig::mask(config))),
+            _ => None,
+        },
         kubeconfig_summary: parsed.as_ref().map(kubeconfig::summary),
         created_at: rfc3339(cluster.created_at),
         updated_at: rfc3339(cluster.updated_at),

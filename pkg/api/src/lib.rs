@@ -7,7 +7,6 @@ mod clusters;
 mod config;
 mod envelope;
 mod insight;
-pub mod kubeconfig;
 mod openapi;
 mod resource_groups;
 mod search;
@@ -17,6 +16,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::Router;
+use karpor_kube::ExecSettings;
 use karpor_metastore::Metastore;
 use karpor_storage::Storage;
 use karpor_syncer::SyncStatus;
@@ -39,6 +39,8 @@ pub struct ApiParts {
     /// The in-process syncer's status; `None` when the syncer runs apart (sync states are
     /// then reported as `unknown`).
     pub sync: Option<Arc<SyncStatus>>,
+    /// Which exec plugins a kubeconfig may name (validation runs them).
+    pub exec: Arc<ExecSettings>,
     pub auth: Authenticator,
     /// Refuse every write (any method but GET) with 405.
     pub read_only: bool,
@@ -51,6 +53,7 @@ pub(crate) struct AppState {
     pub metastore: Metastore,
     pub storage: Arc<dyn Storage>,
     pub sync: Option<Arc<SyncStatus>>,
+    pub exec: Arc<ExecSettings>,
 }
 
 /// The API's routes (under [`PREFIX`]) and `/openapi.json`, to merge into the server's
@@ -60,6 +63,7 @@ pub fn routes(parts: ApiParts) -> Router {
         metastore: parts.metastore,
         storage: parts.storage,
         sync: parts.sync,
+        exec: parts.exec,
     };
     let guard = auth::Guard {
         auth: Arc::new(parts.auth),

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use karpor_health::{CheckOutcome, HealthReporter, Reason};
 use karpor_storage::Storage;
 
-use crate::cluster::ClientSlot;
+use crate::cluster::ClientSeen;
 use crate::status::{ClusterProgress, SyncState};
 
 use crate::SyncStatus;
@@ -54,11 +54,11 @@ impl HealthReporter for SyncerCheck {
 pub struct ClusterCheck {
     name: String,
     progress: Arc<ClusterProgress>,
-    client: ClientSlot,
+    client: ClientSeen,
 }
 
 impl ClusterCheck {
-    pub fn new(progress: Arc<ClusterProgress>, client: ClientSlot) -> Self {
+    pub fn new(progress: Arc<ClusterProgress>, client: ClientSeen) -> Self {
         ClusterCheck {
             name: format!("Cluster/{}", progress.name()),
             progress,
@@ -78,7 +78,8 @@ impl HealthReporter for ClusterCheck {
     }
 
     async fn check(&self) -> CheckOutcome {
-        let Some(client) = self.client.get() else {
+        let client = self.client.borrow().clone();
+        let Some(client) = client else {
             return match self.progress.state() {
                 SyncState::Error(reason) => {
                     CheckOutcome::fail(reason, "the cluster's kubeconfig cannot be used")
@@ -88,7 +89,7 @@ impl HealthReporter for ClusterCheck {
         };
         match client.apiserver_version().await {
             Ok(_) => CheckOutcome::Pass,
-            Err(e) => CheckOutcome::fail(crate::reason::of_kube(&e), crate::reason::describe(&e)),
+            Err(e) => CheckOutcome::fail(crate::reason::of_kube(&e), karpor_kube::describe(&e)),
         }
     }
 }

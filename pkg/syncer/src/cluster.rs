@@ -3,16 +3,16 @@
 //! the writer they share.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use karpor_core::model::{Cluster, SyncRule};
 use karpor_health::Reason;
+use karpor_kube::{ClientError, ClusterClient, ExecSettings, Timeouts};
 use karpor_storage::Storage;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::Discovery;
 use kube::Client;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -24,9 +24,17 @@ use crate::watch::{now_millis, Watcher};
 use crate::writer::{self, Op};
 use crate::SyncSettings;
 
-/// The cluster's API client, once its kubeconfig has been turned into one; shared with
-/// its health check.
-pub type ClientSlot = Arc<OnceLock<Client>>;
+/// The cluster's API client, once its kubeconfig has been turned into one (and again when
+/// an exec plugin's certificate is renewed); its health check sees it through
+/// [`ClientSeen`].
+pub type ClientSlot = watch::Sender<Option<Client>>;
+pub type ClientSeen = watch::Receiver<Option<Client>>;
+
+/// Watches wait for events as long as the API server lets them: no read timeout.
+const TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(10),
+    read: None,
+};
 
 /// A running cluster sync.
 pub struct ClusterSync {
@@ -59,6 +67,7 @@ pub struct ClusterRun {
     pub storage: Arc<dyn Storage>,
     pub progress: Arc<ClusterProgress>,
     pub client: ClientSlot,
+    pub exec: Arc<ExecSettings>,
     pub settings: SyncSettings,
     pub recoveries: Recoveries,
 }
@@ -74,18 +83,11 @@ impl ClusterRun {
         let name = self.cluster.name.clone();
         let mut recoveries = self.recoveries.clone();
         recoveries.mark_unchanged();
-        let client = match client_for(&self.cluster).await {
-            Ok(client) => client,
-            Err(e) => {
-                // The kubeconfig cannot change without a new record, which restarts this.
-                let error = crate::reason::describe_unusable(e.as_ref());
-                tracing::warn!(cluster = name, error, "cannot use the cluster's kubeconfig");
-                self.progress
-                    .set_state(SyncState::Error(Reason::Misconfigured));
-                return;
-            }
+        let Some(mut connected) = self.connect(&stop).await else {
+            return;
         };
-        let _ = self.client.set(client.clone());
+        let mut client = connected.client.clone();
+        self.client.send_replace(Some(client.clone()));
         let writer_stop = CancellationToken::new();
         let (writer, mut writer_task) = writer::spawn(
             self.storage.clone(),
@@ -110,7 +112,7 @@ impl ClusterRun {
                     self.settings.rediscover
                 }
                 Err(e) => {
-                    let error = crate::reason::describe(&e);
+                    let error = karpor_kube::describe(&e);
                     tracing::warn!(cluster = name, error, "discovery failed; retrying");
                     self.progress
                         .set_state(SyncState::Error(crate::reason::of_kube(&e)));
@@ -125,6 +127,15 @@ impl ClusterRun {
                 Ok(()) = recoveries.changed() => {
                     tracing::info!(cluster = name, "relisting every resource type after a storage outage");
                     stop_all(&mut running).await;
+                    relisting = true;
+                }
+                _ = until(connected.renew_at) => {
+                    tracing::info!(cluster = name, "renewing the exec plugin's client certificate");
+                    let Some(renewed) = self.connect(&stop).await else { break };
+                    stop_all(&mut running).await;
+                    connected = renewed;
+                    client = connected.client.clone();
+                    self.client.send_replace(Some(client.clone()));
                     relisting = true;
                 }
             }
@@ -216,17 +227,55 @@ async fn stop_all(running: &mut HashMap<TargetKey, Running>) {
     }
 }
 
-/// A client for the cluster's kubeconfig, at its current context.
-pub async fn client_for(cluster: &Cluster) -> Result<Client, BoxError> {
-    let kubeconfig = Kubeconfig::from_yaml(&cluster.kubeconfig.0)?;
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    config.connect_timeout = Some(Duration::from_secs(10));
-    Ok(Client::try_from(config)?)
+/// Sleeps until `at`, or for ever.
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
-/// Errors turning a kubeconfig into a client: parse and file errors, never its content.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+impl ClusterRun {
+    /// A client for the cluster's kubeconfig. A failing exec plugin is tried again with
+    /// backoff (it may recover); a kubeconfig that cannot be used waits for a new record,
+    /// which restarts this sync: `None`, as when `stop` comes first.
+    async fn connect(&self, stop: &CancellationToken) -> Option<ClusterClient> {
+        let name = &self.cluster.name;
+        let mut retry = Duration::from_secs(1);
+        loop {
+            let error = match karpor_kube::connect(&self.cluster.kubeconfig.0, &self.exec, TIMEOUTS)
+                .await
+            {
+                Ok(connected) => return Some(connected),
+                Err(e) => e,
+            };
+            let text = error.to_string();
+            if let ClientError::Exec(_) = error {
+                tracing::warn!(
+                    cluster = name,
+                    error = text,
+                    "the exec plugin gave no credential; retrying"
+                );
+                self.progress
+                    .set_state(SyncState::Error(Reason::Unauthorized));
+                tokio::select! {
+                    _ = stop.cancelled() => return None,
+                    _ = tokio::time::sleep(retry) => {}
+                }
+                retry = (retry * 2).min(self.settings.rediscover);
+                continue;
+            }
+            tracing::warn!(
+                cluster = name,
+                error = text,
+                "cannot use the cluster's kubeconfig"
+            );
+            self.progress
+                .set_state(SyncState::Error(Reason::Misconfigured));
+            return None;
+        }
+    }
+}
 
 /// Every served resource type, with whether it is at its group's recommended version.
 async fn discover(client: &Client) -> Result<Vec<Discovered>, kube::Error> {

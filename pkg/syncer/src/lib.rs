@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use karpor_health::HealthChecker;
+use karpor_kube::ExecSettings;
 use karpor_metastore::Metastore;
 use karpor_storage::Storage;
 use prometheus_client::registry::Registry;
@@ -29,9 +30,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use check::{ClusterCheck, SyncerCheck};
-pub use cluster::client_for;
 pub use metrics::SyncMetrics;
-pub use reason::{describe, describe_unusable};
 pub use rules::{default_rule, label_selector_matches};
 pub use status::{ClusterSnapshot, SyncState, SyncStatus};
 pub use transform::{ObjectType, Trimmer};
@@ -73,6 +72,8 @@ pub struct SyncerParts {
     /// `must_ready` overrides from config, by lowercase check name (`cluster/prod`).
     pub critical: BTreeMap<String, bool>,
     pub metrics: SyncMetrics,
+    /// Which exec plugins a cluster's kubeconfig may run.
+    pub exec: Arc<ExecSettings>,
     pub settings: SyncSettings,
 }
 
@@ -96,6 +97,7 @@ impl Syncer {
                 health: parts.health,
                 critical: parts.critical,
                 status: status.clone(),
+                exec: parts.exec,
                 settings: parts.settings,
             }),
             status,

@@ -12,13 +12,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use karpor_core::model::{Cluster, Kind, SyncRule};
 use karpor_health::{HealthChecker, HealthReporter, Membership};
+use karpor_kube::ExecSettings;
 use karpor_metastore::{Metastore, StoreError};
 use karpor_search::Field;
 use karpor_storage::Storage;
 use tokio_util::sync::CancellationToken;
 
 use crate::check::ClusterCheck;
-use crate::cluster::{ClientSlot, ClusterRun, ClusterSync};
+use crate::cluster::{ClusterRun, ClusterSync};
 use crate::outage::{self, Recoveries};
 use crate::rules::rules_for;
 use crate::status::SyncStatus;
@@ -30,6 +31,7 @@ pub struct Supervisor {
     pub health: HealthChecker,
     pub critical: BTreeMap<String, bool>,
     pub status: Arc<SyncStatus>,
+    pub exec: Arc<ExecSettings>,
     pub settings: SyncSettings,
 }
 
@@ -153,8 +155,8 @@ impl Supervisor {
                 old.sync.stop().await;
             }
             let progress = self.status.track(&name);
-            let client = ClientSlot::default();
-            let check = ClusterCheck::new(progress.clone(), client.clone());
+            let (client, seen) = tokio::sync::watch::channel(None);
+            let check = ClusterCheck::new(progress.clone(), seen);
             let critical = self
                 .critical
                 .get(&check.name().to_ascii_lowercase())
@@ -167,6 +169,7 @@ impl Supervisor {
                 storage: self.storage.clone(),
                 progress,
                 client,
+                exec: self.exec.clone(),
                 settings: self.settings,
                 recoveries: state.recoveries.clone(),
             });

@@ -1,0 +1,73 @@
+//! Everything karpor does with Kubernetes client configuration, for the API, the syncer
+//! and the CLI alike: kubeconfigs parsed within limits, minified, kept self-contained and
+//! masked ([`kubeconfig`]); exec plugins under an operator's allowlist ([`exec`]);
+//! clients built without reading the server's files or blocking its runtime
+//! ([`client`]); errors described without credentials.
+
+mod client;
+mod describe;
+mod exec;
+pub mod kubeconfig;
+mod yaml;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+pub use client::{build, connect, ClientError, ClusterClient, Timeouts};
+pub use describe::{describe, describe_unusable};
+pub use exec::{Credential, ExecError, ExecRunner, ExecSettings};
+pub use kubeconfig::{ContextInfo, Problem, Summary};
+pub use yaml::{MAX_DEPTH as MAX_YAML_DEPTH, MAX_NODES as MAX_YAML_NODES};
+
+/// `kubernetes:` in the config file: how karpor may reach member clusters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubernetesConfig {
+    pub exec: ExecSettings,
+}
+
+impl KubernetesConfig {
+    /// `(key, problem)` for what types cannot say.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        self.exec.validate()
+    }
+
+    pub fn exec_settings(&self) -> Arc<ExecSettings> {
+        Arc::new(self.exec.clone())
+    }
+}
+
+/// How long one kubeconfig may take to parse off the runtime; within the YAML limits it
+/// takes milliseconds, so this only bounds a machine that is far behind.
+const PARSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Kubeconfigs parsed at once: at most one per core, so hostile uploads cannot take the
+/// whole machine from the runtime's workers and probes.
+fn parsers() -> &'static Semaphore {
+    static PARSERS: OnceLock<Semaphore> = OnceLock::new();
+    PARSERS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Semaphore::new(cores.max(1))
+    })
+}
+
+/// [`kubeconfig::parse`] on a blocking thread, within [`PARSE_TIMEOUT`] (the wait for a
+/// parsing slot included).
+pub async fn parse_off_runtime(text: String) -> Result<kube::config::Kubeconfig, Problem> {
+    let work = async {
+        let _slot = parsers().acquire().await.map_err(|_| busy())?;
+        tokio::task::spawn_blocking(move || kubeconfig::parse(&text))
+            .await
+            .map_err(|_| busy())?
+    };
+    tokio::time::timeout(PARSE_TIMEOUT, work)
+        .await
+        .map_err(|_| busy())?
+}
+
+fn busy() -> Problem {
+    Problem("the kubeconfig could not be parsed in time; try again".to_owned())
+}
