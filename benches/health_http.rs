@@ -21,7 +21,7 @@ use karpor_health::{
     CheckOutcome, HealthChecker, HealthMetrics, HealthReporter, Heartbeat, Membership, Ping,
     Settings,
 };
-use karpor_server::RouterParts;
+use karpor_server::{AllowedHosts, ConnectionLimits, RouterParts};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -126,6 +126,7 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
             .await
             .unwrap();
             let mut syncer = karpor_syncer::Syncer::new(karpor_syncer::SyncerParts {
+                exec: Default::default(),
                 metastore: metastore.clone(),
                 storage: storage.clone(),
                 health: health.clone(),
@@ -185,10 +186,21 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
                 metrics: Arc::new(registry),
                 with_ui: true,
                 routes,
+                hosts: AllowedHosts::new(addr, &[]),
+                request_timeout: Duration::from_secs(30),
+                body_bytes: 1 << 20,
             });
-            karpor_server::serve(listener, router, None, stop, Duration::from_millis(200))
-                .await
-                .unwrap();
+            let limits = ConnectionLimits::default();
+            karpor_server::serve(
+                listener,
+                router,
+                None,
+                limits,
+                stop,
+                Duration::from_millis(200),
+            )
+            .await
+            .unwrap();
         });
     });
     addr

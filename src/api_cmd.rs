@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use karpor_api::local_token;
 use karpor_kube::kubeconfig;
 use serde_json::{json, Value};
 
@@ -30,7 +31,7 @@ impl Api {
             .map_err(|e| Failed(EXIT_UNREACHABLE, format!("cannot make an HTTP client: {e}")))?;
         Ok(Api {
             base: format!("{}/rest-api/v1", args.server.trim_end_matches('/')),
-            token: args.token.clone().filter(|t| !t.is_empty()),
+            token: token(args)?,
             http,
         })
     }
@@ -67,6 +68,43 @@ impl Api {
         }
         Ok(envelope["data"].clone())
     }
+}
+
+/// `--token`, else the token file (`--token-file`, else a local install's admin token when
+/// the server is on loopback and the file exists).
+fn token(args: &ServerArgs) -> Result<Option<String>, Failed> {
+    if let Some(token) = args.token.clone().filter(|t| !t.is_empty()) {
+        return Ok(Some(token));
+    }
+    let (path, required) = match &args.token_file {
+        Some(path) => (path.clone(), true),
+        None if on_loopback(&args.server) => (local_token::default_path(), false),
+        None => return Ok(None),
+    };
+    match karpor_core::private_file::read(&path, 4096) {
+        Ok(Some(bytes)) => Ok(Some(String::from_utf8_lossy(&bytes).trim().to_owned())),
+        Ok(None) if !required => Ok(None),
+        Ok(None) => Err(Failed(
+            EXIT_REFUSED,
+            format!("token file {} does not exist", path.display()),
+        )),
+        Err(e) => Err(Failed(
+            EXIT_REFUSED,
+            format!("cannot read the token file: {e}"),
+        )),
+    }
+}
+
+fn on_loopback(server: &str) -> bool {
+    let host = url::Url::parse(server)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 pub async fn cluster(server: &ServerArgs, command: &ClusterCommand) -> ExitCode {

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use karpor_api::{local_token, Role};
 use karpor_health::{
     HealthChecker, HealthClient, HealthMetrics, HealthReporter, Heartbeat, Membership, Ping,
     Settings, Thresholds, UpstreamCheck,
 };
 use karpor_metastore::MetastoreCheck;
-use karpor_server::{RouterParts, TlsFiles};
+use karpor_server::{AllowedHosts, ConnectionLimits, RouterParts, TlsConfig};
 use karpor_storage::StorageCheck;
 use karpor_syncer::{SyncSettings, Syncer, SyncerParts, WriterSettings};
 use prometheus_client::registry::Registry;
@@ -46,7 +47,8 @@ const HEARTBEAT_STALE_AFTER: Duration = Duration::from_secs(3);
 pub struct Application {
     listener: TcpListener,
     router: axum::Router,
-    tls: Option<TlsFiles>,
+    tls: Option<TlsConfig>,
+    connections: ConnectionLimits,
     health: HealthChecker,
     syncer: Option<Syncer>,
     shutdown: ShutdownConfig,
@@ -147,7 +149,7 @@ impl Application {
                 storage: storage.clone(),
                 sync: syncer.as_ref().map(|s| s.status()),
                 exec,
-                auth: authenticator(&config)?,
+                auth: authenticator(&config).await?,
                 read_only: config.server.read_only,
                 limits: config.server.limits.clone(),
             }),
@@ -159,6 +161,15 @@ impl Application {
             metrics: Arc::new(registry),
             with_ui: mode == Mode::Serve,
             routes,
+            hosts: AllowedHosts::new(
+                match mode {
+                    Mode::Serve => config.server.listen,
+                    Mode::Syncer => config.syncer.probe_listen,
+                },
+                &config.server.allowed_hosts,
+            ),
+            request_timeout: config.server.limits.request_timeout,
+            body_bytes: config.server.limits.body_bytes,
         });
         let address = match mode {
             Mode::Serve => config.server.listen,
@@ -175,14 +186,8 @@ impl Application {
             listener,
             router,
             // TLS is for the server's clients; probe ports stay plain HTTP for kubelets.
-            tls: config
-                .server
-                .tls
-                .filter(|_| mode == Mode::Serve)
-                .map(|t| TlsFiles {
-                    cert_file: t.cert_file,
-                    key_file: t.key_file,
-                }),
+            tls: config.server.tls.filter(|_| mode == Mode::Serve),
+            connections: config.server.connections,
             health,
             syncer,
             shutdown: config.shutdown,
@@ -203,6 +208,7 @@ impl Application {
             self.listener,
             self.router,
             self.tls,
+            self.connections,
             serving.clone(),
             self.shutdown.grace_period,
         ));
@@ -251,19 +257,41 @@ fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// The API's tokens, resolved, and the role of a request without one.
-fn authenticator(config: &Config) -> anyhow::Result<karpor_api::Authenticator> {
+/// On a loopback listener with `auth.anonymous: auto` (the embedded default), reads are
+/// anonymous and writes need the local admin token, made at first start.
+async fn authenticator(config: &Config) -> anyhow::Result<karpor_api::Authenticator> {
     let mut tokens = Vec::new();
     for token in &config.auth.tokens {
         let value = token.token.resolve()?.expose().to_owned();
         tokens.push((token.name.clone(), token.role, value));
     }
-    let anonymous = config
-        .auth
-        .anonymous
-        .role(config.server.listen.ip().is_loopback());
+    let auth = &config.auth;
+    let loopback = config.server.listen.ip().is_loopback();
+    if auth.anonymous.makes_local_token(loopback, &auth.tokens) {
+        let path = auth.local_token_file.clone();
+        let local = tokio::task::spawn_blocking(move || local_token::load_or_create(&path))
+            .await?
+            .with_context(|| {
+                format!(
+                    "cannot read or make the local admin token {} (auth.local_token_file)",
+                    auth.local_token_file.display()
+                )
+            })?;
+        tracing::info!(
+            file = %auth.local_token_file.display(),
+            made = local.created,
+            "writes need the local admin token in this file (karpor commands run from this directory read it; elsewhere set KARPOR_TOKEN_FILE)"
+        );
+        tokens.push((
+            local_token::LOCAL_TOKEN_NAME.to_owned(),
+            Role::Admin,
+            local.token,
+        ));
+    }
+    let anonymous = auth.anonymous.role(loopback);
     tracing::info!(
         tokens = tokens.len(),
-        anonymous = ?anonymous,
+        anonymous_reads = anonymous.is_some(),
         read_only = config.server.read_only,
         "REST API access"
     );

@@ -14,6 +14,9 @@ use crate::{api_cmd, health_cmd, metadata_cmd, shutdown, telemetry};
 /// Exit status of a config error (and of a command-line error, as clap does).
 pub const EXIT_CONFIG: u8 = 2;
 
+/// How long the process waits, once stopped, for blocking work still running.
+const EXIT_WAIT: Duration = Duration::from_millis(500);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "karpor",
@@ -65,6 +68,10 @@ pub(crate) struct ServerArgs {
     /// Bearer token (an `auth.tokens` entry of the server).
     #[arg(long, global = true, env = "KARPOR_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// File holding the token, when `--token` is not given. Default: a local install's
+    /// admin token (`data/admin-token` in this directory), for a server on loopback.
+    #[arg(long, global = true, env = "KARPOR_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -113,9 +120,14 @@ enum MetadataCommand {
     Export {
         #[command(flatten)]
         common: CommonArgs,
-        /// File to write (created readable by its owner only).
+        /// File to write: created readable by its owner only; an existing file is
+        /// refused unless `--force`.
         #[arg(long, short = 'o')]
         output: Option<PathBuf>,
+        /// Replace an existing output file (atomically; a symlink is replaced, not
+        /// followed).
+        #[arg(long)]
+        force: bool,
     },
     /// Create the records of an export in the configured backend.
     Import {
@@ -176,6 +188,8 @@ pub(crate) struct HealthArgs {
 }
 
 pub fn run() -> ExitCode {
+    // Every file karpor makes (databases, keys, tokens, exports) is its user's alone.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     let cli = Cli::parse();
     match cli.command {
         Command::Version => {
@@ -217,8 +231,8 @@ fn run_metadata(command: MetadataCommand) -> ExitCode {
     };
     rt.block_on(async {
         match &command {
-            MetadataCommand::Export { output, .. } => {
-                metadata_cmd::export(&config, output.as_deref()).await
+            MetadataCommand::Export { output, force, .. } => {
+                metadata_cmd::export(&config, output.as_deref(), *force).await
             }
             MetadataCommand::Import { input, .. } => {
                 metadata_cmd::import(&config, input.as_ref()).await
@@ -270,6 +284,9 @@ fn run_app(args: &CommonArgs, mode: Mode) -> ExitCode {
         let app = Application::build(config, mode).await?;
         app.run_until_stopped(shutdown::signal()).await
     });
+    // Blocking work still running (a parse, a name lookup) must not hold the exit: the
+    // runtime waits for it only this long.
+    rt.shutdown_timeout(EXIT_WAIT);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

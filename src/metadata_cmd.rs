@@ -4,11 +4,12 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use karpor_core::private_file;
 use karpor_metastore::Export;
 
 use crate::config::Config;
 
-pub(crate) async fn export(config: &Config, output: Option<&Path>) -> ExitCode {
+pub(crate) async fn export(config: &Config, output: Option<&Path>, force: bool) -> ExitCode {
     let result = async {
         let store = karpor_metastore::connect(&config.metadata).await?;
         let export = store.export().await?;
@@ -17,7 +18,11 @@ pub(crate) async fn export(config: &Config, output: Option<&Path>) -> ExitCode {
         let count =
             export.clusters.len() + export.sync_rules.len() + export.resource_group_rules.len();
         match output {
-            Some(path) => write_private(path, text.as_bytes())?,
+            Some(path) => {
+                let path = path.to_path_buf();
+                tokio::task::spawn_blocking(move || write_private(&path, text.as_bytes(), force))
+                    .await??
+            }
             None => std::io::stdout().write_all(text.as_bytes())?,
         }
         Ok::<_, anyhow::Error>(count)
@@ -65,11 +70,17 @@ pub(crate) async fn import(config: &Config, input: Option<&PathBuf>) -> ExitCode
     }
 }
 
-/// The export holds credentials: only its owner may read it.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(bytes)
+/// The export holds credentials: a new file only its owner may read, never written through
+/// a symlink; an existing file is replaced (at once) only with `--force`.
+fn write_private(path: &Path, bytes: &[u8], force: bool) -> anyhow::Result<()> {
+    if force {
+        return Ok(private_file::replace(path, bytes)?);
+    }
+    if !private_file::create_new(path, bytes)? {
+        anyhow::bail!(
+            "{} exists: choose another file, or --force to replace it",
+            path.display()
+        );
+    }
+    Ok(())
 }

@@ -72,6 +72,7 @@ impl Harness {
         };
         settings.writer.window = Duration::from_millis(50);
         let mut syncer = Syncer::new(SyncerParts {
+            exec: Default::default(),
             metastore: metastore.clone(),
             storage: storage.clone(),
             health: health.clone(),

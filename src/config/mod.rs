@@ -8,13 +8,13 @@ mod validate;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use karpor_api::{AuthConfig, LimitsConfig};
 use karpor_core::SecretSource;
 use karpor_kube::KubernetesConfig;
 use karpor_metastore::MetastoreConfig;
+use karpor_server::{ConnectionLimits, TlsConfig};
 use karpor_storage::StorageConfig;
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +54,11 @@ pub const SECTIONS: &[&str] = &[
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub tls: Option<TlsConfig>,
+    /// Names a request's `Host` may carry (`*`: any). Empty: derived from `listen` (on
+    /// loopback `localhost`, `127.0.0.1`, `[::1]`; on `0.0.0.0` any).
+    pub allowed_hosts: Vec<String>,
+    /// Header-read and idle timeouts, and how many connections at once.
+    pub connections: ConnectionLimits,
     /// Run the syncer inside the server process (`false` when `karpor syncer` runs apart).
     pub syncer: bool,
     /// Refuse every REST API write with 405.
@@ -67,18 +72,13 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 7443)),
             tls: None,
+            allowed_hosts: Vec::new(),
+            connections: ConnectionLimits::default(),
             syncer: true,
             read_only: false,
             limits: LimitsConfig::default(),
         }
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsConfig {
-    pub cert_file: PathBuf,
-    pub key_file: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

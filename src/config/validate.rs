@@ -104,6 +104,9 @@ impl Config {
         if limits.concurrency == 0 {
             return fail("server.limits.concurrency", "must be at least 1".into());
         }
+        if let Err((key, what)) = self.server.connections.validate(limits.request_timeout) {
+            return fail(&key, what);
+        }
         let mut token_names = HashSet::new();
         let mut token_values = Vec::new();
         for (i, token) in self.auth.tokens.iter().enumerate() {

@@ -1,6 +1,7 @@
 //! The API's config sections, composed into the binary's config file: `auth` and
 //! `server.limits`. Validation that needs the whole file lives in the binary.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use karpor_core::SecretSource;
@@ -14,35 +15,52 @@ pub enum Role {
     Admin,
 }
 
-/// The role of a request without a token.
+/// The role of a request without a token. Never `admin`: no write without a credential.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Anonymous {
-    /// `admin` when the server listens on loopback only (a local tool), `none` otherwise.
+    /// `guest` when the server listens on loopback only (a local tool), with an admin
+    /// token made for the local user (`auth.local_token_file`); `none` otherwise.
     #[default]
     Auto,
     None,
     Guest,
-    Admin,
 }
 
 impl Anonymous {
     /// The role granted without a token, for a server listening on loopback or not.
     pub fn role(self, loopback: bool) -> Option<Role> {
         match self {
-            Anonymous::Auto if loopback => Some(Role::Admin),
+            Anonymous::Auto if loopback => Some(Role::Guest),
             Anonymous::Auto | Anonymous::None => None,
             Anonymous::Guest => Some(Role::Guest),
-            Anonymous::Admin => Some(Role::Admin),
         }
+    }
+
+    /// Whether a local admin token is made: `auto` on loopback, with no admin token
+    /// configured.
+    pub fn makes_local_token(self, loopback: bool, tokens: &[TokenConfig]) -> bool {
+        self == Anonymous::Auto && loopback && !tokens.iter().any(|t| t.role == Role::Admin)
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     pub anonymous: Anonymous,
     pub tokens: Vec<TokenConfig>,
+    /// Where the admin token of a local install is made (see [`Anonymous::Auto`]).
+    pub local_token_file: PathBuf,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            anonymous: Anonymous::Auto,
+            tokens: Vec::new(),
+            local_token_file: PathBuf::from(crate::local_token::DEFAULT_LOCAL_TOKEN_FILE),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

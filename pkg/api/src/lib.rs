@@ -7,6 +7,7 @@ mod clusters;
 mod config;
 mod envelope;
 mod insight;
+pub mod local_token;
 mod openapi;
 mod resource_groups;
 mod search;

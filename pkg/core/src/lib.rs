@@ -1,7 +1,8 @@
 //! Small pieces shared by karpor's crates: the records users write, secrets in config,
-//! and opening an embedded SQLite file.
+//! opening an embedded SQLite file, and files only karpor's user may read.
 
 pub mod model;
+pub mod private_file;
 mod secret;
 pub mod sqlite;
 

@@ -1,5 +1,6 @@
 //! Opening an embedded SQLite file the way every karpor backend wants it: the directory
-//! created, WAL mode (readers never block the writer), a busy timeout, a bounded pool.
+//! created 0700 and the files kept 0600 (they hold cluster credentials and objects), WAL
+//! mode (readers never block the writer), a busy timeout, a bounded pool.
 
 use std::path::Path;
 use std::time::Duration;
@@ -17,10 +18,21 @@ pub async fn open_pool_tuned(
     max_connections: u32,
     tune: impl FnOnce(SqliteConnectOptions) -> SqliteConnectOptions,
 ) -> Result<SqlitePool, String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
+    let files = [
+        path.to_path_buf(),
+        suffixed(path, "-wal"),
+        suffixed(path, "-shm"),
+    ];
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    tokio::task::spawn_blocking(move || {
+        crate::private_file::create_dir(&dir)
             .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
-    }
+        // New files are private by the process's umask; older ones are made so here.
+        crate::private_file::tighten(&files);
+        Ok::<_, String>(())
+    })
+    .await
+    .map_err(|e| e.to_string())??;
     let options = SqliteConnectOptions::new()
         .filename(path)
         .create_if_missing(true)
@@ -34,6 +46,12 @@ pub async fn open_pool_tuned(
         .connect_with(tune(options))
         .await
         .map_err(|e| format!("cannot open {}: {e}", path.display()))
+}
+
+fn suffixed(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
 }
 
 #[cfg(test)]

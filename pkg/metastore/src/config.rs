@@ -24,7 +24,21 @@ pub enum MetastoreConfig {
     },
 }
 
+/// The key made beside the embedded database when none is configured.
+pub const DEFAULT_KEY_FILE_NAME: &str = "metadata.key";
+
 impl MetastoreConfig {
+    /// Where the key of the embedded store is when none is configured.
+    pub fn default_key_file(&self) -> Option<PathBuf> {
+        match self {
+            MetastoreConfig::Sqlite {
+                path,
+                encryption_key_file: None,
+            } => Some(path.with_file_name(DEFAULT_KEY_FILE_NAME)),
+            _ => None,
+        }
+    }
+
     /// When set, cluster credentials are stored encrypted with this key.
     pub fn encryption_key_file(&self) -> Option<&PathBuf> {
         match self {

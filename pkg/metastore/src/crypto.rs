@@ -1,6 +1,7 @@
-//! Credentials at rest: AES-256-GCM with a key from `metadata.encryption_key_file`. A
-//! sealed value is text (`karpor:aes256gcm:v1:` + base64 of nonce and ciphertext), so it
-//! fits every backend; values written before a key was set are read as they are.
+//! Credentials at rest: AES-256-GCM with a key from `metadata.encryption_key_file` (on the
+//! embedded store, a key made beside the database when none is configured). A sealed
+//! value is text (`karpor:aes256gcm:v1:` + base64 of nonce and ciphertext), so it fits
+//! every backend; values written before a key was set are read as they are.
 
 use std::path::Path;
 
@@ -40,6 +41,23 @@ impl Sealer {
                 })?
         };
         Ok(Sealer::new(&key))
+    }
+
+    /// The key at `path`, made (32 random bytes, base64, 0600) when absent; `true` when
+    /// this call made it.
+    pub fn load_or_create(path: &Path) -> Result<(Sealer, bool), StoreError> {
+        let misconfigured = |e: std::io::Error| StoreError::Misconfigured(e.to_string());
+        if karpor_core::private_file::read(path, 1024)
+            .map_err(misconfigured)?
+            .is_some()
+        {
+            return Ok((Sealer::from_key_file(path)?, false));
+        }
+        let key = Aes256Gcm::generate_key(&mut OsRng);
+        let text = format!("{}\n", STANDARD.encode(key));
+        let made =
+            karpor_core::private_file::create_new(path, text.as_bytes()).map_err(misconfigured)?;
+        Ok((Sealer::from_key_file(path)?, made))
     }
 
     pub fn new(key: &[u8]) -> Sealer {

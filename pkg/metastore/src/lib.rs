@@ -15,7 +15,7 @@ mod store;
 
 use std::sync::Arc;
 
-pub use config::{EtcdConfig, EtcdTls, MetastoreConfig};
+pub use config::{EtcdConfig, EtcdTls, MetastoreConfig, DEFAULT_KEY_FILE_NAME};
 pub use crypto::Sealer;
 pub use error::StoreError;
 pub use export::{Export, ExportedRecord, EXPORT_FORMAT};
@@ -27,16 +27,31 @@ pub use store::{
 
 /// Opens the configured backend. Remote backends connect lazily, so a dead etcd or MySQL
 /// at start is a failing check rather than a failed start; a local SQLite file that
-/// cannot be created, or an unreadable key file, is an error here.
+/// cannot be created, or an unreadable key file, is an error here. The embedded store
+/// encrypts credentials with a key made beside it when none is configured.
 pub async fn connect(config: &MetastoreConfig) -> Result<Metastore, StoreError> {
     let store: Arc<dyn MetadataStore> = match config {
         MetastoreConfig::Sqlite { path, .. } => Arc::new(sql::open_sqlite(path).await?),
         MetastoreConfig::Mysql { url, .. } => Arc::new(sql::connect_mysql(url).await?),
         MetastoreConfig::Etcd { etcd, .. } => Arc::new(etcd::EtcdStore::new(etcd)?),
     };
-    let sealer = config
-        .encryption_key_file()
-        .map(|path| Sealer::from_key_file(path))
-        .transpose()?;
+    let configured = config.encryption_key_file().cloned();
+    let default = config.default_key_file();
+    let sealer = tokio::task::spawn_blocking(move || match (configured, default) {
+        (Some(path), _) => Sealer::from_key_file(&path).map(Some),
+        (None, Some(path)) => {
+            let (sealer, made) = Sealer::load_or_create(&path)?;
+            if made {
+                tracing::info!(key = %path.display(), "made a key to encrypt cluster credentials at rest");
+            }
+            Ok(Some(sealer))
+        }
+        (None, None) => {
+            tracing::warn!("cluster credentials are stored in clear: set metadata.encryption_key_file");
+            Ok(None)
+        }
+    })
+    .await
+    .map_err(|e| StoreError::Misconfigured(e.to_string()))??;
     Ok(Metastore::new(store, sealer))
 }

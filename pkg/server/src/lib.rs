@@ -1,10 +1,13 @@
 //! The HTTP layer shared by `karpor serve` and `karpor syncer`: the router with request
-//! ids and tracing on every request, `/metrics`, the placeholder page, and a listener
-//! (plain or TLS) that stops gracefully on one cancellation token.
+//! ids and tracing on every request, Host and Origin checks, `/metrics`, the placeholder
+//! page, and a listener (plain or TLS) that bounds every connection and stops gracefully
+//! on one cancellation token.
 
+mod guard;
 mod metrics;
 mod router;
 mod serve;
 
+pub use guard::AllowedHosts;
 pub use router::{router, RouterParts};
-pub use serve::{serve, TlsFiles};
+pub use serve::{serve, ConnectionLimits, TlsConfig};

@@ -1,16 +1,21 @@
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::http::{HeaderName, Request};
+use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::Html;
 use axum::routing::get;
 use axum::Router;
 use karpor_health::HealthChecker;
 use prometheus_client::registry::Registry;
 use tower::ServiceBuilder;
+use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+use crate::guard::{self, AllowedHosts};
+
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const PLACEHOLDER_PAGE: &str = include_str!("../../../ui-placeholder/index.html");
 
 /// What a process's router is made of.
@@ -23,6 +28,12 @@ pub struct RouterParts {
     pub with_ui: bool,
     /// The process's own routes (the REST API), behind the same request id and tracing.
     pub routes: Router,
+    /// The names a request's `Host` may carry (probes and metrics excepted).
+    pub hosts: AllowedHosts,
+    /// Every route answers within this (503 after); the API's own limit is the same.
+    pub request_timeout: Duration,
+    /// Largest request body on any route.
+    pub body_bytes: usize,
 }
 
 pub fn router(parts: RouterParts) -> Router {
@@ -33,10 +44,12 @@ pub fn router(parts: RouterParts) -> Router {
     if parts.with_ui {
         app = app.route("/", get(|| async { Html(PLACEHOLDER_PAGE) }));
     }
-    // Outermost first: take or make the request id, open a span carrying it (so every log
-    // line of the request has it), and echo it in the response.
+    // Outermost first: a plain request id (the client's, or a new one), a span carrying
+    // it (so every log line of the request has it), the id echoed in the response, then
+    // the Host and Origin checks, the body limit and the timeout around every route.
     app.layer(
         ServiceBuilder::new()
+            .layer(axum::middleware::from_fn(guard::plain_request_id))
             .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
             .layer(
                 TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
@@ -53,6 +66,15 @@ pub fn router(parts: RouterParts) -> Router {
                     )
                 }),
             )
-            .layer(PropagateRequestIdLayer::new(REQUEST_ID)),
+            .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::new(parts.hosts),
+                guard::hosts_and_origins,
+            ))
+            .layer(RequestBodyLimitLayer::new(parts.body_bytes))
+            .layer(TimeoutLayer::with_status_code(
+                StatusCode::SERVICE_UNAVAILABLE,
+                parts.request_timeout,
+            )),
     )
 }

@@ -139,6 +139,7 @@ async fn main() {
     let anon_before = anon_kib();
     let stop = CancellationToken::new();
     let mut syncer = Syncer::new(SyncerParts {
+        exec: Default::default(),
         metastore: metastore.clone(),
         storage: storage.clone(),
         health,

@@ -118,6 +118,7 @@ mod tests {
         .unwrap();
         let mut registry = Registry::default();
         let mut syncer = Syncer::new(SyncerParts {
+            exec: Default::default(),
             metastore,
             storage,
             health: HealthChecker::new(Settings::default(), HealthMetrics::new(&mut registry)),

@@ -222,7 +222,7 @@ impl Writer {
                 Err(e) => {
                     failures += 1;
                     // One line when writes start failing, then one a minute or so.
-                    if failures == 1 || failures % 12 == 0 {
+                    if failures == 1 || failures.is_multiple_of(12) {
                         tracing::warn!(cluster = self.progress.name(), error = %e, failures, "cannot {what}; retrying");
                     }
                 }
