@@ -188,7 +188,6 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
                 routes,
                 hosts: AllowedHosts::new(addr, &[]),
                 request_timeout: Duration::from_secs(30),
-                body_bytes: 1 << 20,
             });
             let limits = ConnectionLimits::default();
             karpor_server::serve(

@@ -64,7 +64,13 @@ impl Api {
         })?;
         if !status.is_success() {
             let message = envelope["message"].as_str().unwrap_or("no message");
-            return Err(Failed(EXIT_REFUSED, format!("{status}: {message}")));
+            let hint = if status == reqwest::StatusCode::UNAUTHORIZED {
+                " (give a token with --token or KARPOR_TOKEN, or its file with --token-file or \
+                 KARPOR_TOKEN_FILE; a local install keeps its own in data/admin-token)"
+            } else {
+                ""
+            };
+            return Err(Failed(EXIT_REFUSED, format!("{status}: {message}{hint}")));
         }
         Ok(envelope["data"].clone())
     }

@@ -169,7 +169,6 @@ impl Application {
                 &config.server.allowed_hosts,
             ),
             request_timeout: config.server.limits.request_timeout,
-            body_bytes: config.server.limits.body_bytes,
         });
         let address = match mode {
             Mode::Serve => config.server.listen,

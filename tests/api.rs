@@ -20,10 +20,13 @@ fn cluster_body(kubeconfig: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusters_are_created_read_listed_updated_and_deleted_with_truthful_statuses() {
-    // No syncer: it would try these unreachable clusters, and kube-rs's error for a failed
-    // exec user quotes its command line, which the syncer logs (a syncer issue).
-    let karpor = Spawn::serve("server: {syncer: false}\nshutdown: {drain_delay: 1s}\n").start();
-    let api = Client::new(&karpor);
+    // No syncer: it would try these unreachable clusters. The exec user's command is
+    // allowed (exec users are off by default).
+    let karpor = Spawn::serve(
+        "server: {syncer: false}\nshutdown: {drain_delay: 1s}\nkubernetes: {exec: {allowed_commands: [/bin/false]}}\n",
+    )
+    .start();
+    let api = Client::local_admin(&karpor);
 
     let (code, created) = api
         .call(
@@ -40,7 +43,7 @@ async fn clusters_are_created_read_listed_updated_and_deleted_with_truthful_stat
     assert_eq!(data["kubeconfigSummary"]["authKind"], "clientCertificate");
     assert_eq!(data["kubeconfigSummary"]["namespace"], "apps");
     let masked = data["kubeConfig"].as_str().unwrap();
-    assert!(masked.contains("client-key-data: '******'"), "{masked}");
+    assert!(masked.contains("client-key-data: \"******\""), "{masked}");
     // Only the chosen context is kept.
     assert!(
         !masked.contains("token-user") && !masked.contains("exec-user"),
@@ -146,7 +149,7 @@ async fn clusters_are_created_read_listed_updated_and_deleted_with_truthful_stat
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broken_input_is_a_400_that_names_the_problem() {
     let karpor = Spawn::serve("server: {syncer: false}\nshutdown: {drain_delay: 1s}\n").start();
-    let api = Client::new(&karpor);
+    let api = Client::local_admin(&karpor);
     let dir = tempfile::tempdir().unwrap();
     let missing_ca = THREE_CONTEXTS.replace(
         "certificate-authority-data: \"Q0E=\"",
@@ -170,7 +173,7 @@ async fn broken_input_is_a_400_that_names_the_problem() {
         (
             "x".into(),
             cluster_body("clusters: [\n - {name: a\n token: secret-token-1"),
-            "not YAML at line",
+            "at line",
         ),
         (
             "x".into(),
@@ -190,7 +193,7 @@ async fn broken_input_is_a_400_that_names_the_problem() {
         (
             "x".into(),
             cluster_body(&missing_ca),
-            "certificate-authority file",
+            "certificate-authority names a file on the server",
         ),
         (
             "x".into(),
@@ -220,8 +223,7 @@ async fn broken_input_is_a_400_that_names_the_problem() {
     // Not JSON at all, and JSON of the wrong content type.
     let (code, _) = api
         .send(
-            api.http()
-                .post(api.url("/rest-api/v1/cluster/x"))
+            api.request(reqwest::Method::POST, "/rest-api/v1/cluster/x")
                 .header("content-type", "application/json")
                 .body("{not json"),
         )
@@ -229,8 +231,7 @@ async fn broken_input_is_a_400_that_names_the_problem() {
     assert_eq!(code, 400);
     let (code, _) = api
         .send(
-            api.http()
-                .post(api.url("/rest-api/v1/cluster/x"))
+            api.request(reqwest::Method::POST, "/rest-api/v1/cluster/x")
                 .body("{}"),
         )
         .await;
@@ -320,7 +321,7 @@ async fn tokens_grant_their_roles_and_nothing_is_anonymous_unless_configured() {
         karpor.logs()
     );
 
-    // Anonymous guests, when configured, read and do not write.
+    // Anonymous guests, when configured, read and are asked for a token to write.
     let karpor = Spawn::serve("auth: {anonymous: guest}\nshutdown: {drain_delay: 1s}\n").start();
     let nobody = Client::new(&karpor);
     let (code, _) = nobody.call("GET", "/rest-api/v1/clusters", None).await;
@@ -332,7 +333,7 @@ async fn tokens_grant_their_roles_and_nothing_is_anonymous_unless_configured() {
             Some(cluster_body(THREE_CONTEXTS)),
         )
         .await;
-    assert_eq!(code, 403);
+    assert_eq!(code, 401);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -371,7 +372,7 @@ async fn bodies_and_kubeconfigs_above_their_limits_are_413() {
     let karpor =
         Spawn::serve("server: {limits: {body_bytes: 3000000}}\nshutdown: {drain_delay: 1s}\n")
             .start();
-    let api = Client::new(&karpor);
+    let api = Client::local_admin(&karpor);
     // Above the body limit.
     let huge = format!("{THREE_CONTEXTS}#{}\n", "x".repeat(3_100_000));
     let (code, answer) = api
@@ -408,8 +409,7 @@ fn upload(api: &Client, content: &[u8]) -> reqwest::RequestBuilder {
     .into_bytes();
     body.extend_from_slice(content);
     body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    api.http()
-        .post(api.url("/rest-api/v1/cluster/config/file"))
+    api.request(reqwest::Method::POST, "/rest-api/v1/cluster/config/file")
         .header(
             "content-type",
             format!("multipart/form-data; boundary={boundary}"),
@@ -420,7 +420,7 @@ fn upload(api: &Client, content: &[u8]) -> reqwest::RequestBuilder {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_uploaded_kubeconfig_is_parsed_and_its_contexts_listed_without_credentials() {
     let karpor = Spawn::serve(EMBEDDED).start();
-    let api = Client::new(&karpor);
+    let api = Client::local_admin(&karpor);
     let (code, answer) = api.send(upload(&api, THREE_CONTEXTS.as_bytes())).await;
     assert_eq!(code, 200, "{answer}");
     assert_eq!(answer["data"]["currentContext"], "first");
@@ -436,8 +436,7 @@ async fn an_uploaded_kubeconfig_is_parsed_and_its_contexts_listed_without_creden
     assert_eq!(code, 400, "{answer}");
     let (code, answer) = api
         .send(
-            api.http()
-                .post(api.url("/rest-api/v1/cluster/config/file"))
+            api.request(reqwest::Method::POST, "/rest-api/v1/cluster/config/file")
                 .header("content-type", "multipart/form-data; boundary=x")
                 .body(
                     "--x\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nv\r\n--x--\r\n",
@@ -451,9 +450,9 @@ async fn an_uploaded_kubeconfig_is_parsed_and_its_contexts_listed_without_creden
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validation_reaches_the_api_server_or_says_why_not_within_seconds() {
     let path = service("KARPOR_TEST_KUBECONFIG_A").expect("test services: scripts/services.sh");
-    let kubeconfig = std::fs::read_to_string(path).unwrap();
+    let kubeconfig = support::flat_kubeconfig(&path);
     let karpor = Spawn::serve(EMBEDDED).start();
-    let api = Client::new(&karpor);
+    let api = Client::local_admin(&karpor);
     let (code, answer) = api
         .call(
             "POST",
@@ -534,7 +533,7 @@ fn document(cluster: &str, kind: &str, namespace: &str, name: &str) -> ResourceD
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_insight_and_resource_groups_answer_from_storage() {
     let karpor = Spawn::serve("server: {syncer: false}\nshutdown: {drain_delay: 1s}\n").start();
-    let api = Client::new(&karpor);
+    let api = Client::local_admin(&karpor);
     let (code, _) = api
         .call(
             "POST",
@@ -884,7 +883,7 @@ async fn slow_requests_time_out_with_503_and_others_wait_for_a_slot() {
          shutdown: {drain_delay: 1s}\n",
     )
     .start();
-    let api = std::sync::Arc::new(Client::new(&karpor));
+    let api = std::sync::Arc::new(Client::local_admin(&karpor));
     let kubeconfig =
         THREE_CONTEXTS.replace("https://127.0.0.1:1", &format!("https://127.0.0.1:{port}"));
     let slow = {

@@ -15,12 +15,15 @@ use kube::{Api, Client};
 use serde_json::{json, Value};
 use support::{service, wait_for, Spawn, EMBEDDED};
 
-fn karpor(args: &[&str], server: &str, env: &[(&str, &str)]) -> Output {
+/// The CLI, run in `dir` (where a local install's token is found).
+fn karpor(args: &[&str], server: &str, dir: &Path, env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_karpor"));
     command
         .args(args)
+        .current_dir(dir)
         .env("KARPOR_SERVER", server)
-        .env_remove("KARPOR_TOKEN");
+        .env_remove("KARPOR_TOKEN")
+        .env_remove("KARPOR_TOKEN_FILE");
     for (k, v) in env {
         command.env(k, v);
     }
@@ -77,6 +80,7 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let (code, out, err) = text(&karpor(
         &["cluster", "add", "test-a", "--kubeconfig", kubeconfig],
         &url,
+        server.dir(),
         &[],
     ));
     assert_eq!(code, 0, "{out}{err}");
@@ -84,6 +88,7 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let (code, _, err) = text(&karpor(
         &["cluster", "add", "test-a", "--kubeconfig", kubeconfig],
         &url,
+        server.dir(),
         &[],
     ));
     assert_eq!(code, 1);
@@ -92,7 +97,7 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let query =
         format!("select * from resources where kind='ConfigMap' and namespace='{namespace}'");
     let found = wait_for(Duration::from_secs(60), "the ConfigMap is found", || {
-        let out = text(&karpor(&["search", &query], &url, &[]));
+        let out = text(&karpor(&["search", &query], &url, server.dir(), &[]));
         async move { out.0 == 0 && out.1.contains("found-by-cli") }
     })
     .await;
@@ -100,6 +105,7 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let (code, out, _) = text(&karpor(
         &["search", "select * from resources where kind='ConfigMap'"],
         &url,
+        server.dir(),
         &[],
     ));
     assert_eq!(code, 0);
@@ -107,26 +113,26 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let row = out.lines().nth(1).unwrap_or_default();
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cells[..3], ["test-a", "v1", "ConfigMap"], "{out}");
-    let (code, out, _) = text(&karpor(&["search", &query, "--json"], &url, &[]));
+    let (code, out, _) = text(&karpor(&["search", &query, "--json"], &url, server.dir(), &[]));
     assert_eq!(code, 0);
     let page: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(page["total"], 1, "{out}");
     assert_eq!(page["items"][0]["object"]["data"]["k"], "v");
 
-    let (code, out, _) = text(&karpor(&["cluster", "list"], &url, &[]));
+    let (code, out, _) = text(&karpor(&["cluster", "list"], &url, server.dir(), &[]));
     assert_eq!(code, 0);
     assert!(out.lines().nth(1).unwrap().starts_with("test-a"), "{out}");
-    let (code, out, _) = text(&karpor(&["cluster", "list", "--json"], &url, &[]));
+    let (code, out, _) = text(&karpor(&["cluster", "list", "--json"], &url, server.dir(), &[]));
     assert_eq!(code, 0);
     let clusters: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(clusters[0]["syncStatus"]["state"], "synced", "{out}");
     assert!(!out.contains(support::services::APISERVER_TOKEN));
 
-    let (code, out, _) = text(&karpor(&["search", "select nonsense"], &url, &[]));
+    let (code, out, _) = text(&karpor(&["search", "select nonsense"], &url, server.dir(), &[]));
     assert_eq!(code, 1, "{out}");
-    let (code, out, _) = text(&karpor(&["cluster", "rm", "test-a"], &url, &[]));
+    let (code, out, _) = text(&karpor(&["cluster", "rm", "test-a"], &url, server.dir(), &[]));
     assert_eq!((code, out.as_str()), (0, "cluster test-a removed\n"));
-    let (code, _, err) = text(&karpor(&["cluster", "rm", "test-a"], &url, &[]));
+    let (code, _, err) = text(&karpor(&["cluster", "rm", "test-a"], &url, server.dir(), &[]));
     assert_eq!(code, 1);
     assert!(err.contains("404"), "{err}");
     assert!(!server.logs().contains(support::services::APISERVER_TOKEN));
@@ -144,12 +150,13 @@ shutdown: {drain_delay: 1s}
 ";
     let server = Spawn::serve(config).start();
     let url = server.url("");
-    let (code, _, err) = text(&karpor(&["cluster", "list"], &url, &[]));
+    let (code, _, err) = text(&karpor(&["cluster", "list"], &url, server.dir(), &[]));
     assert_eq!(code, 1);
     assert!(err.contains("401"), "{err}");
     let (code, out, err) = text(&karpor(
         &["cluster", "list", "--token", "cli-admin-token"],
         &url,
+        server.dir(),
         &[],
     ));
     assert_eq!(code, 0, "{err}");
@@ -157,6 +164,7 @@ shutdown: {drain_delay: 1s}
     let (code, _, err) = text(&karpor(
         &["search", "select * from resources"],
         &url,
+        server.dir(),
         &[("KARPOR_TOKEN", "cli-admin-token")],
     ));
     assert_eq!(code, 0, "{err}");
@@ -173,14 +181,15 @@ shutdown: {drain_delay: 1s}
             broken.to_str().unwrap(),
         ],
         &url,
+        server.dir(),
         &[("KARPOR_TOKEN", "cli-admin-token")],
     ));
     assert_eq!(code, 1);
-    assert!(err.contains("not YAML"), "{err}");
+    assert!(err.contains("not a kubeconfig") && err.contains("at line"), "{err}");
     assert!(!server.logs().contains("cli-admin-token"));
     // Nothing listens there.
     let dead = format!("http://127.0.0.1:{}", support::services::free_port());
-    let (code, _, err) = text(&karpor(&["cluster", "list"], &dead, &[]));
+    let (code, _, err) = text(&karpor(&["cluster", "list"], &dead, dir.path(), &[]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot reach"), "{err}");
 }

@@ -218,7 +218,7 @@ impl Kube {
 
     async fn shared(var: &str) -> Kube {
         let path = service(var).expect("test services: run scripts/services.sh start");
-        Kube::from_text(std::fs::read_to_string(path).unwrap()).await
+        Kube::from_text(support::flat_kubeconfig(&path)).await
     }
 
     fn api(&self, r: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {

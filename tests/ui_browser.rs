@@ -36,7 +36,7 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         elastic.url()
     );
     let karpor = Spawn::serve(&config).in_dir(dir.path()).start();
-    let kubeconfig = std::fs::read_to_string(kubeconfig).unwrap();
+    let kubeconfig = support::flat_kubeconfig(&kubeconfig);
     support::import_clusters(dir.path(), &config, &[("a", &kubeconfig)]);
 
     // Something the search will find: the cluster's own kube-system namespace.

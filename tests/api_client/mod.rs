@@ -83,6 +83,11 @@ impl Client {
         }
     }
 
+    /// With the admin token a local install made at first start.
+    pub fn local_admin(karpor: &Karpor) -> Client {
+        Client::with_token(karpor, &karpor.local_token())
+    }
+
     pub fn with_token(karpor: &Karpor, token: &str) -> Client {
         Client {
             token: Some(token.to_owned()),
@@ -129,6 +134,15 @@ impl Client {
 
     pub fn http(&self) -> &reqwest::Client {
         &self.http
+    }
+
+    /// A request to `path` with this client's token, to be finished by the caller.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, self.url(path));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {

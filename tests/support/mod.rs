@@ -56,6 +56,11 @@ impl<'a> Spawn<'a> {
         self
     }
 
+    pub fn with_env(mut self, name: &'a str, value: &str) -> Self {
+        self.env.push((name, value.to_owned()));
+        self
+    }
+
     pub fn on(mut self, listen: SocketAddr) -> Self {
         self.listen = Some(listen);
         self
@@ -144,6 +149,15 @@ impl Karpor {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The admin token a local install made at first start (`data/admin-token`).
+    pub fn local_token(&self) -> String {
+        let path = self.dir.join("data/admin-token");
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .trim()
+            .to_owned()
     }
 
     pub fn pid(&self) -> u32 {
@@ -236,6 +250,16 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A kubeconfig file's text made self-contained (the files it names inlined), as `karpor
+/// cluster add` sends it and as the server stores it.
+pub fn flat_kubeconfig(path: &str) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let config = karpor_kube::kubeconfig::parse(&text).unwrap();
+    let mut selected = karpor_kube::kubeconfig::select(&config, None).unwrap();
+    karpor_kube::kubeconfig::inline_files(&mut selected, Path::new(path).parent()).unwrap();
+    karpor_kube::kubeconfig::to_yaml(&selected)
 }
 
 /// Registers clusters (name, kubeconfig text) as an operator restores them: `karpor

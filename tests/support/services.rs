@@ -375,11 +375,12 @@ impl Apiserver {
     pub fn kubeconfig(&self) -> String {
         // Written before the server listens, so present once it is ready.
         let cert = self.process.dir.join("certs/apiserver.crt");
-        assert!(cert.exists(), "the apiserver wrote no certificate");
+        let pem = std::fs::read(&cert).expect("the apiserver wrote its certificate");
+        use base64::Engine as _;
+        let ca = base64::engine::general_purpose::STANDARD.encode(pem);
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: {APISERVER_TOKEN}\ncontexts:\n- name: c\n  context: {{cluster: c, user: admin}}\ncurrent-context: c\n",
-            self.port,
-            cert.display()
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {APISERVER_TOKEN}\ncontexts:\n- name: c\n  context: {{cluster: c, user: admin}}\ncurrent-context: c\n",
+            self.port
         )
     }
 }

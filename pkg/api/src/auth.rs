@@ -1,6 +1,6 @@
 //! Bearer tokens with two roles, anonymous access when configured, and the read-only mode.
-//! Any method but GET (and HEAD) is a write: it needs `admin` and is refused in read-only
-//! mode. Tokens are compared as SHA-256 digests in constant time, so neither content nor
+//! Any method but GET (and HEAD) is a write: it needs a token with the `admin` role (an
+//! anonymous caller never writes) and is refused in read-only mode. Tokens are compared as SHA-256 digests in constant time, so neither content nor
 //! length leaks through timing; they are never logged.
 
 use std::sync::Arc;
@@ -144,6 +144,12 @@ pub(crate) async fn guard(
         .into_response();
     }
     if write && principal.role < Role::Admin {
+        if !had_token {
+            // Anonymous callers never write: they are asked for a credential.
+            return challenge(unauthorized(
+                "writes need a token with the admin role (Authorization: Bearer TOKEN)",
+            ));
+        }
         return ApiError::new(StatusCode::FORBIDDEN, "writes need the admin role").into_response();
     }
     tracing::debug!(principal = %principal.name, "authenticated");

@@ -89,5 +89,9 @@ pub fn routes(parts: ApiParts) -> Router {
             limits.request_timeout,
         ))
         .layer(axum::middleware::from_fn(envelope::envelope));
-    Router::new().nest(PREFIX, api).merge(openapi::routes())
+    let document = openapi::routes().layer(TimeoutLayer::with_status_code(
+        StatusCode::SERVICE_UNAVAILABLE,
+        limits.request_timeout,
+    ));
+    Router::new().nest(PREFIX, api).merge(document)
 }

@@ -110,6 +110,10 @@ pub(crate) async fn hosts_and_origins(
     }
     let host = authority(&request);
     if !allowed.allows(host.as_deref()) {
+        tracing::info!(
+            host = host.as_deref().unwrap_or_default(),
+            "refused a request for a name that is not this server's"
+        );
         return refusal(
             request.headers(),
             "the Host header is not one of this server's names (server.allowed_hosts)",

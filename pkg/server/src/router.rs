@@ -8,7 +8,6 @@ use axum::Router;
 use karpor_health::HealthChecker;
 use prometheus_client::registry::Registry;
 use tower::ServiceBuilder;
-use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -30,24 +29,26 @@ pub struct RouterParts {
     pub routes: Router,
     /// The names a request's `Host` may carry (probes and metrics excepted).
     pub hosts: AllowedHosts,
-    /// Every route answers within this (503 after); the API's own limit is the same.
+    /// Every route of this crate answers within this (503 after); `routes` bring their
+    /// own limits (the API answers its timeout in its envelope).
     pub request_timeout: Duration,
-    /// Largest request body on any route.
-    pub body_bytes: usize,
 }
 
 pub fn router(parts: RouterParts) -> Router {
-    let mut app = parts
-        .routes
-        .merge(karpor_health::routes(parts.health, parts.admin_token))
+    let mut own = karpor_health::routes(parts.health, parts.admin_token)
         .merge(crate::metrics::routes(parts.metrics));
     if parts.with_ui {
-        app = app.route("/", get(|| async { Html(PLACEHOLDER_PAGE) }));
+        own = own.route("/", get(|| async { Html(PLACEHOLDER_PAGE) }));
     }
+    // These read no body; the health routes answer within their own deadline, below this.
+    let own = own.layer(TimeoutLayer::with_status_code(
+        StatusCode::SERVICE_UNAVAILABLE,
+        parts.request_timeout,
+    ));
     // Outermost first: a plain request id (the client's, or a new one), a span carrying
     // it (so every log line of the request has it), the id echoed in the response, then
-    // the Host and Origin checks, the body limit and the timeout around every route.
-    app.layer(
+    // the Host and Origin checks.
+    parts.routes.merge(own).layer(
         ServiceBuilder::new()
             .layer(axum::middleware::from_fn(guard::plain_request_id))
             .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
@@ -70,11 +71,6 @@ pub fn router(parts: RouterParts) -> Router {
             .layer(axum::middleware::from_fn_with_state(
                 Arc::new(parts.hosts),
                 guard::hosts_and_origins,
-            ))
-            .layer(RequestBodyLimitLayer::new(parts.body_bytes))
-            .layer(TimeoutLayer::with_status_code(
-                StatusCode::SERVICE_UNAVAILABLE,
-                parts.request_timeout,
             )),
     )
 }

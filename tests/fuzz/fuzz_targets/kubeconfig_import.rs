@@ -1,22 +1,24 @@
-//! Any text through what a cluster import does with a kubeconfig: parse, list contexts,
-//! select the current one, store it, summarise and mask it. Never a panic.
+//! Any text through what a cluster registration does with a kubeconfig: parse within the
+//! YAML limits (depth, nodes, no aliases), list contexts, select the current one, check it
+//! is self-contained, store it, summarise and mask it. Never a panic, and never a file
+//! read: a fuzzed path is refused by name.
 #![no_main]
-use karpor_api::kubeconfig;
+use karpor_kube::kubeconfig;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let _ = kubeconfig::mask(text);
+    let _ = kubeconfig::masked_text(text);
     let Ok(config) = kubeconfig::parse(text) else {
         return;
     };
     let _ = kubeconfig::contexts(&config);
-    // No base directory: a fuzzed relative file path is refused, not read.
-    if let Ok(selected) = kubeconfig::select(&config, None, None) {
+    if let Ok(selected) = kubeconfig::select(&config, None) {
+        let _ = kubeconfig::self_contained(&selected);
         let stored = kubeconfig::to_yaml(&selected);
         let _ = kubeconfig::summary(&selected);
-        let _ = kubeconfig::mask(&stored);
+        let _ = kubeconfig::masked_text(&stored);
     }
 });
