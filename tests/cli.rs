@@ -113,7 +113,12 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let row = out.lines().nth(1).unwrap_or_default();
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cells[..3], ["test-a", "v1", "ConfigMap"], "{out}");
-    let (code, out, _) = text(&karpor(&["search", &query, "--json"], &url, server.dir(), &[]));
+    let (code, out, _) = text(&karpor(
+        &["search", &query, "--json"],
+        &url,
+        server.dir(),
+        &[],
+    ));
     assert_eq!(code, 0);
     let page: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(page["total"], 1, "{out}");
@@ -122,17 +127,37 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let (code, out, _) = text(&karpor(&["cluster", "list"], &url, server.dir(), &[]));
     assert_eq!(code, 0);
     assert!(out.lines().nth(1).unwrap().starts_with("test-a"), "{out}");
-    let (code, out, _) = text(&karpor(&["cluster", "list", "--json"], &url, server.dir(), &[]));
+    let (code, out, _) = text(&karpor(
+        &["cluster", "list", "--json"],
+        &url,
+        server.dir(),
+        &[],
+    ));
     assert_eq!(code, 0);
     let clusters: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(clusters[0]["syncStatus"]["state"], "synced", "{out}");
     assert!(!out.contains(support::services::APISERVER_TOKEN));
 
-    let (code, out, _) = text(&karpor(&["search", "select nonsense"], &url, server.dir(), &[]));
+    let (code, out, _) = text(&karpor(
+        &["search", "select nonsense"],
+        &url,
+        server.dir(),
+        &[],
+    ));
     assert_eq!(code, 1, "{out}");
-    let (code, out, _) = text(&karpor(&["cluster", "rm", "test-a"], &url, server.dir(), &[]));
+    let (code, out, _) = text(&karpor(
+        &["cluster", "rm", "test-a"],
+        &url,
+        server.dir(),
+        &[],
+    ));
     assert_eq!((code, out.as_str()), (0, "cluster test-a removed\n"));
-    let (code, _, err) = text(&karpor(&["cluster", "rm", "test-a"], &url, server.dir(), &[]));
+    let (code, _, err) = text(&karpor(
+        &["cluster", "rm", "test-a"],
+        &url,
+        server.dir(),
+        &[],
+    ));
     assert_eq!(code, 1);
     assert!(err.contains("404"), "{err}");
     assert!(!server.logs().contains(support::services::APISERVER_TOKEN));
@@ -185,7 +210,10 @@ shutdown: {drain_delay: 1s}
         &[("KARPOR_TOKEN", "cli-admin-token")],
     ));
     assert_eq!(code, 1);
-    assert!(err.contains("not a kubeconfig") && err.contains("at line"), "{err}");
+    assert!(
+        err.contains("not a kubeconfig") && err.contains("at line"),
+        "{err}"
+    );
     assert!(!server.logs().contains("cli-admin-token"));
     // Nothing listens there.
     let dead = format!("http://127.0.0.1:{}", support::services::free_port());

@@ -35,16 +35,27 @@ async fn writes_without_credentials_are_refused_even_on_loopback() {
         "the start says where the token is"
     );
     let token = karpor.local_token();
-    assert!(!karpor.logs().contains(&token), "the token itself is never logged");
+    assert!(
+        !karpor.logs().contains(&token),
+        "the token itself is never logged"
+    );
     let admin = Client::with_token(&karpor, &token);
     let (code, answer) = admin
-        .call("POST", "/rest-api/v1/cluster/with-token", Some(body.clone()))
+        .call(
+            "POST",
+            "/rest-api/v1/cluster/with-token",
+            Some(body.clone()),
+        )
         .await;
     assert_eq!(code, 201, "{answer}");
 
     // The CLI beside the data finds the token; elsewhere it is refused and says how.
     let kubeconfig = karpor.dir().join("k.yaml");
-    std::fs::write(&kubeconfig, kubeconfig_with_user("    token: secret-token-1")).unwrap();
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_with_user("    token: secret-token-1"),
+    )
+    .unwrap();
     let cli = |dir: &std::path::Path, name: &str| {
         Command::new(env!("CARGO_BIN_EXE_karpor"))
             .args(["cluster", "add", name, "--kubeconfig"])
@@ -66,12 +77,17 @@ async fn writes_without_credentials_are_refused_even_on_loopback() {
     let refused = cli(elsewhere.path(), "by-stranger");
     assert_eq!(refused.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("401") && stderr.contains("KARPOR_TOKEN"), "{stderr}");
+    assert!(
+        stderr.contains("401") && stderr.contains("KARPOR_TOKEN"),
+        "{stderr}"
+    );
 
     // A restart keeps the same token.
     let mut karpor = karpor;
     karpor.signal("TERM");
-    karpor.wait_exit(std::time::Duration::from_secs(10)).unwrap();
+    karpor
+        .wait_exit(std::time::Duration::from_secs(10))
+        .unwrap();
     karpor.serve_again(EMBEDDED);
     assert_eq!(karpor.local_token(), token);
 }

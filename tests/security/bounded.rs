@@ -32,14 +32,20 @@ fn hostile_yaml() -> Vec<(&'static str, String, &'static str)> {
     }
     let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
     for i in 1..9 {
-        bomb.push_str(&format!("{}: &{} [", (b'a' + i) as char, (b'a' + i) as char));
+        bomb.push_str(&format!(
+            "{}: &{} [",
+            (b'a' + i) as char,
+            (b'a' + i) as char
+        ));
         bomb.push_str(&vec![format!("*{}", (b'a' + i - 1) as char); 10].join(", "));
         bomb.push_str("]\n");
     }
     let mut wide = String::from("preferences: {}\nclusters: []\nextensions:\n");
     let mut i = 0;
     while wide.len() < TWO_MIB - 64 {
-        wide.push_str(&format!("- {{name: e{i}, extension: [1, 2, 3, 4, 5, 6, 7, 8]}}\n"));
+        wide.push_str(&format!(
+            "- {{name: e{i}, extension: [1, 2, 3, 4, 5, 6, 7, 8]}}\n"
+        ));
         i += 1;
     }
     vec![
@@ -58,7 +64,11 @@ async fn hostile_yaml_is_refused_while_it_is_parsed() {
         assert!(text.len() <= TWO_MIB, "{name}: {}", text.len());
         let started = Instant::now();
         let (code, answer) = api
-            .call("POST", "/rest-api/v1/cluster/config/validate", Some(json!({"kubeConfig": text})))
+            .call(
+                "POST",
+                "/rest-api/v1/cluster/config/validate",
+                Some(json!({"kubeConfig": text})),
+            )
             .await;
         assert_eq!(code, 400, "{name}: {answer}");
         let message = answer["message"].as_str().unwrap();
@@ -71,7 +81,9 @@ async fn hostile_yaml_is_refused_while_it_is_parsed() {
 fn probe_livez(addr: SocketAddr) -> Duration {
     let started = Instant::now();
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     stream
         .write_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .unwrap();
@@ -84,7 +96,9 @@ fn probe_livez(addr: SocketAddr) -> Duration {
 /// A connection that sends a request head one byte at a time, slowly.
 fn slowloris(addr: SocketAddr) -> Option<TcpStream> {
     let mut stream = TcpStream::connect(addr).ok()?;
-    stream.write_all(b"GET /rest-api/v1/clusters HTTP/1.1\r\nHost: 127.0.0.1\r\n").ok()?;
+    stream
+        .write_all(b"GET /rest-api/v1/clusters HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .ok()?;
     Some(stream)
 }
 
@@ -166,7 +180,10 @@ async fn livez_answers_within_100ms_while_hostile_requests_run_and_sigterm_still
     .await
     .unwrap();
     let slowest = probes.iter().max().unwrap();
-    eprintln!("/livez under hostile load: slowest {slowest:?} of {} probes", probes.len());
+    eprintln!(
+        "/livez under hostile load: slowest {slowest:?} of {} probes",
+        probes.len()
+    );
     assert!(*slowest < LIVEZ_BOUND, "{probes:?}");
 
     // SIGTERM with all of it still in flight.
@@ -212,9 +229,18 @@ async fn a_slowloris_swarm_is_cut_off_and_livez_keeps_answering() {
     eprintln!("/livez beside 2,000 slow connections: slowest {slowest:?}");
     assert!(slowest < LIVEZ_BOUND);
     // Past the header-read timeout, the server has closed them.
-    let closed = swarm.iter().filter(|stream| closed_by_server(stream)).count();
-    eprintln!("{closed} of 2,000 closed {:?} after opening", opened.elapsed());
-    assert!(closed >= 1_900, "{closed} of 2,000 slow connections were cut off");
+    let closed = swarm
+        .iter()
+        .filter(|stream| closed_by_server(stream))
+        .count();
+    eprintln!(
+        "{closed} of 2,000 closed {:?} after opening",
+        opened.elapsed()
+    );
+    assert!(
+        closed >= 1_900,
+        "{closed} of 2,000 slow connections were cut off"
+    );
     let (code, _) = support::get(&karpor.url("/livez")).await;
     assert_eq!(code, 200);
 }

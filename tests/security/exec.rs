@@ -24,7 +24,10 @@ async fn exec_users_are_refused_unless_their_command_is_allowed() {
     let plugin = plugin.display().to_string();
     let karpor = Spawn::serve("server: {syncer: false}\nshutdown: {drain_delay: 1s}\n").start();
     let api = Client::with_token(&karpor, &karpor.local_token());
-    for route in ["/rest-api/v1/cluster/x", "/rest-api/v1/cluster/config/validate"] {
+    for route in [
+        "/rest-api/v1/cluster/x",
+        "/rest-api/v1/cluster/config/validate",
+    ] {
         let (code, answer) = api
             .call(
                 "POST",
@@ -55,7 +58,10 @@ async fn exec_users_are_refused_unless_their_command_is_allowed() {
         )
         .await;
     assert_eq!(code, 400, "{answer}");
-    assert!(answer["message"].as_str().unwrap().contains("is not in kubernetes.exec.allowed_commands"));
+    assert!(answer["message"]
+        .as_str()
+        .unwrap()
+        .contains("is not in kubernetes.exec.allowed_commands"));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!marker.exists(), "a refused plugin ran");
     api.assert_no_secret_answered();
@@ -118,10 +124,17 @@ async fn an_allowed_plugin_runs_bounded_never_for_a_guest_and_its_cluster_syncs(
         .await;
     assert_eq!(code, 400, "{answer}");
     assert!(
-        answer["message"].as_str().unwrap().contains("did not finish within 1s"),
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish within 1s"),
         "{answer}"
     );
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(!orphan.exists(), "the plugin's child outlived its timeout");
 
@@ -136,7 +149,11 @@ async fn an_allowed_plugin_runs_bounded_never_for_a_guest_and_its_cluster_syncs(
     assert_eq!(code, 200, "{answer}");
     assert_eq!(answer["data"]["summary"]["authKind"], "exec");
     let (code, answer) = admin
-        .call("POST", "/rest-api/v1/cluster/by-plugin", Some(cluster_body(&good_config)))
+        .call(
+            "POST",
+            "/rest-api/v1/cluster/by-plugin",
+            Some(cluster_body(&good_config)),
+        )
         .await;
     assert_eq!(code, 201, "{answer}");
     wait_for(Duration::from_secs(30), "the plugin's cluster syncs", || async {

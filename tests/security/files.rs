@@ -9,58 +9,64 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::api_client::Client;
-use crate::support::{self, service, wait_for, Spawn, EMBEDDED};
 use crate::kubeconfig_with_user;
+use crate::support::{self, service, wait_for, Spawn, EMBEDDED};
 
-const FIELDS: &[(&str, &str)] = &[
-    ("tokenFile", "    tokenFile: PATH"),
-    (
-        "client-certificate",
-        "    client-certificate: PATH\n    client-key-data: S0VZ",
-    ),
-    (
-        "client-key",
-        "    client-certificate-data: Q0VSVA==\n    client-key: PATH",
-    ),
+/// Every field of a kubeconfig that can name a file.
+const FIELDS: &[&str] = &[
+    "tokenFile",
+    "client-certificate",
+    "client-key",
+    "certificate-authority",
 ];
+
+/// A kubeconfig whose `field` names `path`.
+fn naming(field: &str, path: &str) -> String {
+    match field {
+        "tokenFile" => kubeconfig_with_user(&format!("    tokenFile: {path}")),
+        "client-certificate" => kubeconfig_with_user(&format!(
+            "    client-certificate: {path}\n    client-key-data: S0VZ"
+        )),
+        "client-key" => kubeconfig_with_user(&format!(
+            "    client-certificate-data: Q0VSVA==\n    client-key: {path}"
+        )),
+        _ => kubeconfig_with_user("    token: x").replace(
+            "insecure-skip-tls-verify: true",
+            &format!("certificate-authority: {path}"),
+        ),
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_side_file_references_are_refused_for_every_field_without_touching_them() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let karpor = Spawn::serve("server: {syncer: false}\nshutdown: {drain_delay: 1s}\n").start();
     let api = Client::with_token(&karpor, &karpor.local_token());
-    let mut kubeconfigs: Vec<(&str, Box<dyn Fn(&str) -> String>)> = FIELDS
-        .iter()
-        .map(|(field, user)| {
-            let user = user.to_string();
-            let make: Box<dyn Fn(&str) -> String> =
-                Box::new(move |path: &str| kubeconfig_with_user(&user.replace("PATH", path)));
-            (*field, make)
-        })
-        .collect();
-    kubeconfigs.push((
-        "certificate-authority",
-        Box::new(|path: &str| {
-            kubeconfig_with_user("    token: x").replace(
-                "insecure-skip-tls-verify: true",
-                &format!("certificate-authority: {path}"),
-            )
-        }),
-    ));
     let paths = [
         fifo.display().to_string(),
         "/etc/hostname".to_owned(),
         "/nonexistent/karpor".to_owned(),
     ];
-    for (field, make) in &kubeconfigs {
+    for field in FIELDS {
         let mut messages = Vec::new();
         for path in &paths {
-            for route in ["/rest-api/v1/cluster/refs", "/rest-api/v1/cluster/config/validate"] {
+            for route in [
+                "/rest-api/v1/cluster/refs",
+                "/rest-api/v1/cluster/config/validate",
+            ] {
                 let started = Instant::now();
                 let (code, answer) = api
-                    .call("POST", route, Some(json!({"kubeConfig": make(path)})))
+                    .call(
+                        "POST",
+                        route,
+                        Some(json!({"kubeConfig": naming(field, path)})),
+                    )
                     .await;
                 assert_eq!(code, 400, "{field} {path} {route}: {answer}");
                 assert!(started.elapsed() < Duration::from_secs(5));
@@ -85,16 +91,24 @@ async fn server_side_file_references_are_refused_for_every_field_without_touchin
 async fn a_stored_kubeconfig_naming_a_file_is_refused_by_the_syncer_too() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let karpor_dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_with_user(&format!("    tokenFile: {}", fifo.display()));
     // An import writes the record as it is: the syncer must still never read the path.
     support::import_clusters(karpor_dir.path(), EMBEDDED, &[("stale", &kubeconfig)]);
     let karpor = Spawn::serve(EMBEDDED).in_dir(karpor_dir.path()).start();
-    wait_for(Duration::from_secs(15), "the cluster's check fails", || async {
-        let (_, body) = support::get(&karpor.url("/readyz?verbose")).await;
-        body.contains("[-] Cluster/stale failed: misconfigured")
-    })
+    wait_for(
+        Duration::from_secs(15),
+        "the cluster's check fails",
+        || async {
+            let (_, body) = support::get(&karpor.url("/readyz?verbose")).await;
+            body.contains("[-] Cluster/stale failed: misconfigured")
+        },
+    )
     .await;
     let (code, body) = support::get(&karpor.url("/livez")).await;
     assert_eq!((code, body.trim()), (200, "OK"));

@@ -56,7 +56,11 @@ async fn foreign_hosts_and_cross_origin_writes_are_refused_and_probes_stay_open(
     assert_eq!(post(Some("null"), "").0, 403);
     assert_eq!(post(None, "Sec-Fetch-Site: cross-site\r\n").0, 403);
     assert_eq!(post(Some(&format!("http://127.0.0.1:{port}")), "").0, 201);
-    assert_eq!(post(None, "").0, 201, "a non-browser client sends no Origin");
+    assert_eq!(
+        post(None, "").0,
+        201,
+        "a non-browser client sends no Origin"
+    );
 
     let form = "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"k\"\r\n\r\nx\r\n--b--\r\n";
     let (status, _) = raw(

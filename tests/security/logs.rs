@@ -24,7 +24,10 @@ async fn forged_request_ids_are_replaced_and_logged_values_escaped() {
             // A value HTTP itself refuses never reaches karpor.
             continue;
         };
-        let echoed = response.headers()["x-request-id"].to_str().unwrap().to_owned();
+        let echoed = response.headers()["x-request-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
         assert_ne!(echoed, id);
         assert_eq!(echoed.len(), 36, "a new UUID: {echoed}");
         let envelope: serde_json::Value = response.json().await.unwrap();
@@ -42,7 +45,9 @@ async fn forged_request_ids_are_replaced_and_logged_values_escaped() {
     let port = karpor.addr.port();
     let (status, _) = raw(
         karpor.addr,
-        &format!("GET / HTTP/1.1\r\nHost: evil x=1 level=ERROR:{port}\r\nConnection: close\r\n\r\n"),
+        &format!(
+            "GET / HTTP/1.1\r\nHost: evil x=1 level=ERROR:{port}\r\nConnection: close\r\n\r\n"
+        ),
     );
     assert_eq!(status, 403);
     std::thread::sleep(std::time::Duration::from_millis(200));
@@ -55,6 +60,9 @@ async fn forged_request_ids_are_replaced_and_logged_values_escaped() {
         assert!(!logs.contains(id), "forged id logged as is: {id}");
     }
     for line in logs.lines() {
-        assert!(!line.contains('\u{1b}'), "an escape sequence reached the log");
+        assert!(
+            !line.contains('\u{1b}'),
+            "an escape sequence reached the log"
+        );
     }
 }

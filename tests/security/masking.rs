@@ -19,7 +19,11 @@ async fn url_credentials_are_masked_for_admins_and_guests_see_no_kubeconfig() {
         "server: 'https://ops:url-password-1@127.0.0.1:1/', proxy-url: 'http://p:proxy-password-2@127.0.0.1:2'",
     );
     let (code, created) = admin
-        .call("POST", "/rest-api/v1/cluster/urls", Some(cluster_body(&kubeconfig)))
+        .call(
+            "POST",
+            "/rest-api/v1/cluster/urls",
+            Some(cluster_body(&kubeconfig)),
+        )
         .await;
     assert_eq!(code, 201, "{created}");
     let masked = created["data"]["kubeConfig"].as_str().unwrap();

@@ -27,7 +27,9 @@ async fn a_fresh_data_directory_is_private_and_credentials_are_sealed() {
         .call(
             "POST",
             "/rest-api/v1/cluster/sealed",
-            Some(cluster_body(&kubeconfig_with_user("    token: secret-token-1"))),
+            Some(cluster_body(&kubeconfig_with_user(
+                "    token: secret-token-1",
+            ))),
         )
         .await;
     assert_eq!(code, 201, "{answer}");
@@ -56,7 +58,9 @@ async fn a_fresh_data_directory_is_private_and_credentials_are_sealed() {
             "{file} holds the token in clear"
         );
     }
-    assert!(karpor.logs().contains("made a key to encrypt cluster credentials"));
+    assert!(karpor
+        .logs()
+        .contains("made a key to encrypt cluster credentials"));
 }
 
 #[test]
@@ -73,14 +77,21 @@ fn export_refuses_an_existing_file_and_never_writes_through_a_symlink() {
         command.output().unwrap()
     };
     let fresh = export("fresh.json", false);
-    assert!(fresh.status.success(), "{}", String::from_utf8_lossy(&fresh.stderr));
+    assert!(
+        fresh.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fresh.stderr)
+    );
     assert_eq!(mode(&dir.path().join("fresh.json")), 0o600);
 
     std::fs::write(dir.path().join("existing.json"), "keep").unwrap();
     let refused = export("existing.json", false);
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"));
-    assert_eq!(std::fs::read_to_string(dir.path().join("existing.json")).unwrap(), "keep");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("existing.json")).unwrap(),
+        "keep"
+    );
     let forced = export("existing.json", true);
     assert!(forced.status.success());
     assert_eq!(mode(&dir.path().join("existing.json")), 0o600);
@@ -96,5 +107,9 @@ fn export_refuses_an_existing_file_and_never_writes_through_a_symlink() {
     assert!(export("link.json", true).status.success());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
     assert_eq!(mode(&victim), 0o644, "the symlink's target is untouched");
-    assert_eq!(mode(&dir.path().join("link.json")), 0o600, "the link was replaced by a file");
+    assert_eq!(
+        mode(&dir.path().join("link.json")),
+        0o600,
+        "the link was replaced by a file"
+    );
 }

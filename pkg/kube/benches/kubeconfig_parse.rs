@@ -29,7 +29,9 @@ fn wide(size: usize) -> String {
     let mut text = String::from("clusters: []\nextensions:\n");
     let mut i = 0;
     while text.len() < size - 64 {
-        text.push_str(&format!("- {{name: e{i}, extension: [1, 2, 3, 4, 5, 6, 7, 8]}}\n"));
+        text.push_str(&format!(
+            "- {{name: e{i}, extension: [1, 2, 3, 4, 5, 6, 7, 8]}}\n"
+        ));
         i += 1;
     }
     text
@@ -62,7 +64,9 @@ fn ordinary(size: usize) -> String {
             i % 250
         ));
         users.push_str(&format!("- name: u{i}\n  user: {{token: token-{i}}}\n"));
-        contexts.push_str(&format!("- name: x{i}\n  context: {{cluster: c{i}, user: u{i}}}\n"));
+        contexts.push_str(&format!(
+            "- name: x{i}\n  context: {{cluster: c{i}, user: u{i}}}\n"
+        ));
         i += 1;
     }
     format!("{clusters}{users}{contexts}current-context: x0\n")
@@ -97,7 +101,9 @@ fn main() {
             Err(e) => e.0.split(": ").last().unwrap_or_default().to_owned(),
         };
         let small = make(size / 10);
-        let old = time(3, || serde_yaml::from_str::<serde_yaml::Value>(&small).is_ok());
+        let old = time(3, || {
+            serde_yaml::from_str::<serde_yaml::Value>(&small).is_ok()
+        });
         println!(
             "| {name} | {} | {:.1} ms | {outcome} | {:.1} ms |",
             text.len(),
