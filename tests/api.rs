@@ -914,3 +914,37 @@ async fn slow_requests_time_out_with_503_and_others_wait_for_a_slot() {
     );
     hold.abort();
 }
+
+/// Each route is registered once, with its document entry: every path and method of the
+/// document reaches a handler (never the fallback's 404 or a 405).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_operation_reaches_its_handler() {
+    let karpor = Spawn::serve("server: {syncer: false}\nshutdown: {drain_delay: 1s}\n").start();
+    let api = Client::local_admin(&karpor);
+    let document: Value = reqwest::get(karpor.url("/openapi.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let paths = document["paths"].as_object().unwrap();
+    let mut operations = 0;
+    for (path, methods) in paths {
+        assert!(path.starts_with("/rest-api/v1/"), "{path}");
+        for method in methods.as_object().unwrap().keys() {
+            let concrete = path.replace("{name}", "no-such-name");
+            let body = matches!(method.as_str(), "post" | "put").then(|| json!({}));
+            let (code, answer) = api.call(&method.to_uppercase(), &concrete, body).await;
+            assert_ne!(code, 405, "{method} {path}: {answer}");
+            assert_ne!(answer["message"], "no such route", "{method} {path}");
+            operations += 1;
+        }
+    }
+    assert!(operations >= 17, "{operations} operations documented");
+    // And the fallback still answers what is not a route.
+    let (code, answer) = api.call("GET", "/rest-api/v1/nothing-here", None).await;
+    assert_eq!(
+        (code, answer["message"].as_str()),
+        (404, Some("no such route"))
+    );
+}

@@ -272,8 +272,7 @@ impl Kube {
         let api = self.api(&namespaces(), None);
         let finalize = json!({"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name}, "spec": {"finalizers": []}});
-        let body = serde_json::to_vec(&finalize).unwrap();
-        api.replace_subresource("finalize", name, &PostParams::default(), body)
+        api.replace_subresource("finalize", name, &PostParams::default(), &finalize)
             .await
             .unwrap();
     }

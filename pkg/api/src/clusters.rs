@@ -6,23 +6,24 @@ use std::time::Duration;
 
 use axum::extract::{Multipart, Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json};
 use karpor_core::model::{
     validate_name, Cluster, Kubeconfig as StoredKubeconfig, MAX_KUBECONFIG_BYTES,
 };
 use karpor_metastore::Stored;
 use karpor_syncer::SyncState;
 use serde::{Deserialize, Serialize};
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use karpor_kube::kubeconfig;
 use karpor_kube::{ContextInfo, Summary, Timeouts};
 
 use crate::auth::Principal;
-use crate::envelope::{ApiError, ApiResult, Reply};
+use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::openapi::{Errors, NamePath};
 use crate::{AppState, Role};
 
 /// The document's example: a kubeconfig whose server is closed.
@@ -31,15 +32,13 @@ const EXAMPLE_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- nam
 /// How long validation may take to reach a cluster's API server.
 const VALIDATE_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/clusters", get(list))
-        .route(
-            "/cluster/{name}",
-            get(read).post(create).put(update).delete(remove),
-        )
-        .route("/cluster/config/file", post(upload))
-        .route("/cluster/config/validate", post(validate))
+/// One path per `routes!`: a `routes!` of several paths registers every method at each.
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(read, create, update, remove))
+        .routes(routes!(upload))
+        .routes(routes!(validate))
 }
 
 /// A cluster as the API shows it: the kubeconfig masked, with its sync status.
@@ -54,8 +53,12 @@ pub struct ClusterView {
     /// only, and not in a summary list.
     pub kube_config: Option<String>,
     pub kubeconfig_summary: Option<Summary>,
-    pub created_at: String,
-    pub updated_at: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: OffsetDateTime,
     /// The record's version in the metadata store.
     pub version: i64,
     pub sync_status: SyncView,
@@ -72,7 +75,9 @@ pub struct SyncView {
     pub reason: Option<String>,
     /// Documents written since the syncer started the cluster.
     pub objects_synced: Option<u64>,
-    pub last_event: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_event: Option<OffsetDateTime>,
     /// Documents in storage for the cluster now (null when storage cannot say).
     pub objects_stored: Option<u64>,
 }
@@ -153,9 +158,9 @@ pub struct ContextParam {
     pub context: Option<String>,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/clusters", operation_id = "listClusters", tag = "clusters", params(ListParams),
-    responses((status = 200, body = inline(crate::envelope::Envelope<ClusterList>)),
-        crate::openapi::Errors))]
+#[utoipa::path(get, path = "/clusters", operation_id = "listClusters", tag = "clusters", params(ListParams),
+    responses((status = 200, body = inline(Envelope<ClusterList>)),
+        Errors))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
@@ -186,10 +191,10 @@ pub(crate) async fn list(
     }))
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/cluster/{name}", operation_id = "getCluster", tag = "clusters",
-    params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
-    responses((status = 200, body = inline(crate::envelope::Envelope<ClusterView>)),
-        crate::openapi::Errors))]
+#[utoipa::path(get, path = "/cluster/{name}", operation_id = "getCluster", tag = "clusters",
+    params(NamePath),
+    responses((status = 200, body = inline(Envelope<ClusterView>)),
+        Errors))]
 pub(crate) async fn read(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
@@ -201,8 +206,8 @@ pub(crate) async fn read(
     ))
 }
 
-#[utoipa::path(post, path = "/rest-api/v1/cluster/{name}", operation_id = "createCluster", tag = "clusters",
-    params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"), ContextParam),
+#[utoipa::path(post, path = "/cluster/{name}", operation_id = "createCluster", tag = "clusters",
+    params(NamePath, ContextParam),
     request_body = ClusterBody,
     responses((status = 201,
         links(
@@ -210,8 +215,8 @@ pub(crate) async fn read(
             ("updateCluster" = (operation_id = "updateCluster", parameters(("name" = "$response.body#/data/name")))),
             ("deleteCluster" = (operation_id = "deleteCluster", parameters(("name" = "$response.body#/data/name")))),
         ),
-        body = inline(crate::envelope::Envelope<ClusterView>)),
-        crate::openapi::Errors))]
+        body = inline(Envelope<ClusterView>)),
+        Errors))]
 pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
@@ -236,11 +241,11 @@ pub(crate) async fn create(
     Ok(Reply::created(view(&state, &stored, false).await))
 }
 
-#[utoipa::path(put, path = "/rest-api/v1/cluster/{name}", operation_id = "updateCluster", tag = "clusters",
-    params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"), ContextParam),
+#[utoipa::path(put, path = "/cluster/{name}", operation_id = "updateCluster", tag = "clusters",
+    params(NamePath, ContextParam),
     request_body = ClusterBody,
-    responses((status = 200, body = inline(crate::envelope::Envelope<ClusterView>)),
-        crate::openapi::Errors))]
+    responses((status = 200, body = inline(Envelope<ClusterView>)),
+        Errors))]
 pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
@@ -256,10 +261,10 @@ pub(crate) async fn update(
     Ok(Reply::ok(view(&state, &stored, false).await))
 }
 
-#[utoipa::path(delete, path = "/rest-api/v1/cluster/{name}", operation_id = "deleteCluster", tag = "clusters",
-    params(("name" = String, Path, description = "the cluster's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
-    responses((status = 200, body = inline(crate::envelope::Envelope<String>)),
-        crate::openapi::Errors))]
+#[utoipa::path(delete, path = "/cluster/{name}", operation_id = "deleteCluster", tag = "clusters",
+    params(NamePath),
+    responses((status = 200, body = inline(Envelope<String>)),
+        Errors))]
 pub(crate) async fn remove(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
@@ -292,10 +297,10 @@ pub struct UploadForm {
     file: String,
 }
 
-#[utoipa::path(post, path = "/rest-api/v1/cluster/config/file", operation_id = "uploadKubeconfig", tag = "clusters",
+#[utoipa::path(post, path = "/cluster/config/file", operation_id = "uploadKubeconfig", tag = "clusters",
     request_body(content = UploadForm, content_type = "multipart/form-data"),
-    responses((status = 200, body = inline(crate::envelope::Envelope<UploadView>)),
-        crate::openapi::Errors))]
+    responses((status = 200, body = inline(Envelope<UploadView>)),
+        Errors))]
 pub(crate) async fn upload(mut form: Multipart) -> ApiResult {
     let bad = |e: axum::extract::multipart::MultipartError| {
         ApiError::new(
@@ -345,10 +350,10 @@ pub struct ValidateView {
     pub platform: String,
 }
 
-#[utoipa::path(post, path = "/rest-api/v1/cluster/config/validate", operation_id = "validateKubeconfig", tag = "clusters",
+#[utoipa::path(post, path = "/cluster/config/validate", operation_id = "validateKubeconfig", tag = "clusters",
     request_body = ValidateBody,
-    responses((status = 200, body = inline(crate::envelope::Envelope<ValidateView>)),
-        crate::openapi::Errors))]
+    responses((status = 200, body = inline(Envelope<ValidateView>)),
+        Errors))]
 pub(crate) async fn validate(
     State(state): State<AppState>,
     Json(body): Json<ValidateBody>,
@@ -442,8 +447,8 @@ async fn view(state: &AppState, cluster: &Stored<Cluster>, summary: bool) -> Clu
             _ => None,
         },
         kubeconfig_summary: parsed.as_ref().map(kubeconfig::summary),
-        created_at: rfc3339(cluster.created_at),
-        updated_at: rfc3339(cluster.updated_at),
+        created_at: cluster.created_at,
+        updated_at: cluster.updated_at,
         version: cluster.version,
         sync_status: SyncView {
             state: snapshot
@@ -455,12 +460,8 @@ async fn view(state: &AppState, cluster: &Stored<Cluster>, summary: bool) -> Clu
                 _ => None,
             }),
             objects_synced: snapshot.as_ref().map(|s| s.objects_synced),
-            last_event: snapshot.as_ref().and_then(|s| s.last_event).map(rfc3339),
+            last_event: snapshot.as_ref().and_then(|s| s.last_event),
             objects_stored,
         },
     }
-}
-
-pub(crate) fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&Rfc3339).unwrap_or_default()
 }

@@ -14,7 +14,6 @@ use karpor_metastore::StoreError;
 use karpor_storage::StorageError;
 use serde::Serialize;
 use serde_json::Value;
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
@@ -27,10 +26,12 @@ pub struct Envelope<T> {
     /// The request id (also the `x-request-id` header).
     #[serde(rename = "traceID")]
     pub trace_id: String,
-    #[serde(rename = "startTime")]
-    pub start_time: String,
-    #[serde(rename = "endTime")]
-    pub end_time: String,
+    #[serde(rename = "startTime", with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub start_time: OffsetDateTime,
+    #[serde(rename = "endTime", with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub end_time: OffsetDateTime,
     /// How long the request took, e.g. `1.25ms`.
     #[serde(rename = "costTime")]
     pub cost_time: String,
@@ -225,8 +226,8 @@ pub async fn envelope(request: Request, next: Next) -> Response {
         message: payload.message,
         data: success.then_some(payload.data),
         trace_id,
-        start_time: rfc3339(start_time),
-        end_time: rfc3339(end_time),
+        start_time,
+        end_time,
         cost_time: format!("{:?}", started.elapsed()),
     };
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
@@ -256,10 +257,6 @@ fn redact_quoted(text: &str) -> String {
         }
     }
     out
-}
-
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&Rfc3339).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -2,27 +2,28 @@
 //! and one stored object.
 
 use axum::extract::{Query as QueryParams, State};
-use axum::routing::get;
-use axum::Router;
 use karpor_core::model::{Cluster, ResourceGroupRule};
 use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
 use karpor_storage::ResourceDocument;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::clusters::rfc3339;
-use crate::envelope::{ApiError, ApiResult, Reply};
+use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::openapi::Errors;
 use crate::AppState;
 
 /// Most buckets listed per count.
 const BUCKETS: usize = 100;
 
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/insight/stats", get(stats))
-        .route("/insight/summary", get(summary))
-        .route("/insight/detail", get(detail))
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(stats))
+        .routes(routes!(summary))
+        .routes(routes!(detail))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -33,9 +34,9 @@ pub struct Stats {
     pub resource_group_rule_count: usize,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/insight/stats", operation_id = "insightStats", tag = "insight",
-    responses((status = 200, body = inline(crate::envelope::Envelope<Stats>)),
-        crate::openapi::Errors))]
+#[utoipa::path(get, path = "/insight/stats", operation_id = "insightStats", tag = "insight",
+    responses((status = 200, body = inline(Envelope<Stats>)),
+        Errors))]
 pub(crate) async fn stats(State(state): State<AppState>) -> ApiResult {
     let clusters = state.metastore.list_all::<Cluster>().await?.len();
     let rules = state.metastore.list_all::<ResourceGroupRule>().await?.len();
@@ -88,13 +89,17 @@ pub struct ResourceSummary {
     pub name: String,
     pub uid: String,
     pub labels: std::collections::BTreeMap<String, String>,
-    pub creation_timestamp: Option<String>,
-    pub sync_at: String,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub creation_timestamp: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub sync_at: OffsetDateTime,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/insight/summary", operation_id = "insightSummary", tag = "insight", params(Locator),
-    responses((status = 200, body = inline(crate::envelope::Envelope<SummaryView>)),
-        crate::openapi::Errors))]
+#[utoipa::path(get, path = "/insight/summary", operation_id = "insightSummary", tag = "insight", params(Locator),
+    responses((status = 200, body = inline(Envelope<SummaryView>)),
+        Errors))]
 pub(crate) async fn summary(
     State(state): State<AppState>,
     QueryParams(at): QueryParams<Locator>,
@@ -120,8 +125,8 @@ pub(crate) async fn summary(
                 name: document.name,
                 uid: document.uid,
                 labels: document.labels,
-                creation_timestamp: document.creation_timestamp.map(rfc3339),
-                sync_at: rfc3339(document.sync_at),
+                creation_timestamp: document.creation_timestamp,
+                sync_at: document.sync_at,
             }),
         }));
     }
@@ -171,13 +176,15 @@ pub struct Detail {
     /// The object as stored.
     #[schema(value_type = Object)]
     pub object: Value,
-    pub sync_at: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub sync_at: OffsetDateTime,
     pub deleted: bool,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/insight/detail", operation_id = "insightDetail", tag = "insight", params(Locator),
-    responses((status = 200, body = inline(crate::envelope::Envelope<Detail>)),
-        crate::openapi::Errors))]
+#[utoipa::path(get, path = "/insight/detail", operation_id = "insightDetail", tag = "insight", params(Locator),
+    responses((status = 200, body = inline(Envelope<Detail>)),
+        Errors))]
 pub(crate) async fn detail(
     State(state): State<AppState>,
     QueryParams(at): QueryParams<Locator>,
@@ -186,7 +193,7 @@ pub(crate) async fn detail(
     Ok(Reply::ok(Detail {
         cluster: document.cluster,
         object: document.object,
-        sync_at: rfc3339(document.sync_at),
+        sync_at: document.sync_at,
         deleted: document.deleted,
     }))
 }

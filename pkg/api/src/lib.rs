@@ -24,11 +24,12 @@ use karpor_syncer::SyncStatus;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
 
 pub use auth::{Authenticator, Principal};
 pub use config::{Anonymous, AuthConfig, LimitsConfig, Role, TokenConfig};
 pub use envelope::ApiError;
-pub use openapi::document;
 
 /// The prefix of every API route.
 pub const PREFIX: &str = "/rest-api/v1";
@@ -57,6 +58,30 @@ pub(crate) struct AppState {
     pub exec: Arc<ExecSettings>,
 }
 
+/// Every handler's route, each registered once with its part of the document.
+fn handlers() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .merge(clusters::routes())
+        .merge(search::routes())
+        .merge(insight::routes())
+        .merge(resource_groups::routes())
+}
+
+/// The handlers nested under [`PREFIX`] in the document's frame.
+fn nested<S: Clone + Send + Sync + 'static>(
+    api: OpenApiRouter<S>,
+) -> (Router<S>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .nest(PREFIX, api)
+        .split_for_parts()
+}
+
+/// The OpenAPI document, as `/openapi.json` serves it.
+pub fn document() -> serde_json::Value {
+    let (_, document) = nested(handlers());
+    serde_json::to_value(document).unwrap_or_default()
+}
+
 /// The API's routes (under [`PREFIX`]) and `/openapi.json`, to merge into the server's
 /// router (which adds request ids and tracing around them).
 pub fn routes(parts: ApiParts) -> Router {
@@ -71,11 +96,7 @@ pub fn routes(parts: ApiParts) -> Router {
         read_only: parts.read_only,
     };
     let limits = parts.limits;
-    let api = Router::new()
-        .merge(clusters::routes())
-        .merge(search::routes())
-        .merge(insight::routes())
-        .merge(resource_groups::routes())
+    let api = handlers()
         .fallback(envelope::not_found)
         .with_state(state)
         // Innermost first: the role check, the body limit, the concurrency limit, the
@@ -89,9 +110,51 @@ pub fn routes(parts: ApiParts) -> Router {
             limits.request_timeout,
         ))
         .layer(axum::middleware::from_fn(envelope::envelope));
-    let document = openapi::routes().layer(TimeoutLayer::with_status_code(
+    let (api, document) = nested(api);
+    let document = openapi::route(document).layer(TimeoutLayer::with_status_code(
         StatusCode::SERVICE_UNAVAILABLE,
         limits.request_timeout,
     ));
-    Router::new().nest(PREFIX, api).merge(document)
+    api.merge(document)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::document;
+
+    #[test]
+    fn operation_ids_are_unique_and_links_are_camel_case() {
+        let document = document();
+        let text = document.to_string();
+        assert!(!text.contains("operation_id"), "{text}");
+        let link = &document["paths"]["/rest-api/v1/cluster/{name}"]["post"]["responses"]["201"]
+            ["links"]["getCluster"];
+        assert_eq!(link["operationId"], "getCluster");
+        let mut ids: Vec<&str> = document["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|p| p.as_object().unwrap().values())
+            .map(|o| o["operationId"].as_str().unwrap())
+            .collect();
+        let all = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), all);
+    }
+
+    #[test]
+    fn the_name_parameter_follows_the_record_name_rule() {
+        let document = document();
+        let parameters = document["paths"]["/rest-api/v1/cluster/{name}"]["get"]["parameters"]
+            .as_array()
+            .unwrap();
+        let name = parameters.iter().find(|p| p["name"] == "name").unwrap();
+        assert_eq!(
+            name["schema"]["pattern"],
+            karpor_core::model::NAME_PATTERN,
+            "{name}"
+        );
+        assert_eq!(name["in"], "path");
+    }
 }

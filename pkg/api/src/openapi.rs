@@ -1,12 +1,12 @@
-//! The OpenAPI 3 document, generated from the handlers' annotations, at `/openapi.json`.
+//! What the OpenAPI 3 document shares across handlers: its frame ([`ApiDoc`]), the error
+//! responses every route may give, the name parameter. The handlers' routers add their
+//! paths, and the document is served at `/openapi.json`.
 
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::Value;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
-
-use crate::{clusters, insight, resource_groups, search};
+use utoipa::{IntoParams, IntoResponses, Modify, OpenApi, ToSchema};
 
 /// A failure's body: the envelope with `success: false` and `data: null`.
 #[derive(ToSchema)]
@@ -74,84 +74,29 @@ impl Modify for Bearer {
     }
 }
 
+/// A record's name in a path: a DNS-1123 label (the pattern is core's `NAME_PATTERN`).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // for the document only: handlers take `Path<String>`
+pub struct NamePath {
+    /// The cluster's or rule's name.
+    #[param(pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    name: String,
+}
+
+/// The document's frame: info, security and shared schemas. The paths come from the
+/// handlers' routers (`routes!`), each registered once.
 #[derive(OpenApi)]
 #[openapi(
     info(title = "karpor", description = "Karpor's REST API: clusters, search, insight and resource groups"),
-    paths(
-        clusters::list, clusters::read, clusters::create, clusters::update, clusters::remove,
-        clusters::upload, clusters::validate,
-        search::search,
-        insight::stats, insight::summary, insight::detail,
-        resource_groups::list, resource_groups::read, resource_groups::create,
-        resource_groups::update, resource_groups::remove, resource_groups::groups,
-    ),
     components(schemas(ErrorEnvelope)),
     modifiers(&Bearer),
     security(("bearer" = [])),
 )]
-struct ApiDoc;
+pub(crate) struct ApiDoc;
 
-/// The document, as `/openapi.json` serves it.
-pub fn document() -> Value {
-    let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
-    camel_case_links(&mut document);
-    document
-}
-
-/// utoipa 5 writes a link's fields in snake case (`operation_id`); OpenAPI's are camel case.
-fn camel_case_links(document: &mut Value) {
-    let links = document["paths"]
-        .as_object_mut()
-        .into_iter()
-        .flat_map(|paths| paths.values_mut())
-        .filter_map(Value::as_object_mut)
-        .flat_map(|operations| operations.values_mut())
-        .filter_map(|operation| operation["responses"].as_object_mut())
-        .flat_map(|responses| responses.values_mut())
-        .filter_map(|response| response.get_mut("links").and_then(Value::as_object_mut))
-        .flat_map(|links| links.values_mut())
-        .filter_map(Value::as_object_mut);
-    for link in links {
-        for (from, to) in [
-            ("operation_id", "operationId"),
-            ("operation_ref", "operationRef"),
-            ("request_body", "requestBody"),
-        ] {
-            if let Some(value) = link.remove(from) {
-                link.insert(to.to_owned(), value);
-            }
-        }
-    }
-}
-
-pub(crate) fn routes() -> Router {
-    let document = document();
+/// `/openapi.json`, serving `document`.
+pub(crate) fn route(document: utoipa::openapi::OpenApi) -> Router {
+    let document = serde_json::to_value(document).unwrap_or(Value::Null);
     Router::new().route("/openapi.json", get(move || async move { Json(document) }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::document;
-
-    #[test]
-    fn operation_ids_are_unique_and_links_are_camel_case() {
-        let document = document();
-        let text = document.to_string();
-        assert!(!text.contains("operation_id"), "{text}");
-        let link = &document["paths"]["/rest-api/v1/cluster/{name}"]["post"]["responses"]["201"]
-            ["links"]["getCluster"];
-        assert_eq!(link["operationId"], "getCluster");
-        let mut ids: Vec<&str> = document["paths"]
-            .as_object()
-            .unwrap()
-            .values()
-            .flat_map(|p| p.as_object().unwrap().values())
-            .map(|o| o["operationId"].as_str().unwrap())
-            .collect();
-        let all = ids.len();
-        ids.sort_unstable();
-        ids.dedup();
-        assert_eq!(ids.len(), all);
-        assert_eq!(all, 17);
-    }
 }

@@ -2,17 +2,19 @@
 //! values among the stored documents, with counts, from term aggregations.
 
 use axum::extract::{Path, State};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use karpor_core::model::{validate_name, ResourceGroupRule};
 use karpor_metastore::Stored;
 use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use time::OffsetDateTime;
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::clusters::rfc3339;
-use crate::envelope::{ApiError, ApiResult, Reply};
+use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::openapi::{Errors, NamePath};
 use crate::AppState;
 
 /// The fields a rule may group by (those storage can aggregate).
@@ -26,14 +28,11 @@ const FIELDS: [(&str, Field); 4] = [
 const BUCKETS: usize = 100;
 const MAX_GROUPS: usize = 1000;
 
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/resource-group-rules", get(list))
-        .route(
-            "/resource-group-rule/{name}",
-            get(read).post(create).put(update).delete(remove),
-        )
-        .route("/resource-groups/{name}", get(groups))
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(read, create, update, remove))
+        .routes(routes!(groups))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -42,8 +41,12 @@ pub struct RuleView {
     pub name: String,
     pub description: String,
     pub fields: Vec<String>,
-    pub created_at: String,
-    pub updated_at: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: OffsetDateTime,
     pub version: i64,
 }
 
@@ -68,15 +71,15 @@ fn view(rule: Stored<ResourceGroupRule>) -> RuleView {
         name: rule.record.name,
         description: rule.record.description,
         fields: rule.record.fields,
-        created_at: rfc3339(rule.created_at),
-        updated_at: rfc3339(rule.updated_at),
+        created_at: rule.created_at,
+        updated_at: rule.updated_at,
         version: rule.version,
     }
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/resource-group-rules", operation_id = "listResourceGroupRules", tag = "resource groups",
-    responses((status = 200, body = inline(crate::envelope::Envelope<RuleList>)),
-        crate::openapi::Errors))]
+#[utoipa::path(get, path = "/resource-group-rules", operation_id = "listResourceGroupRules", tag = "resource groups",
+    responses((status = 200, body = inline(Envelope<RuleList>)),
+        Errors))]
 pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
     let items: Vec<RuleView> = state
         .metastore
@@ -91,10 +94,10 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
     }))
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/resource-group-rule/{name}", operation_id = "getResourceGroupRule", tag = "resource groups",
-    params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
-    responses((status = 200, body = inline(crate::envelope::Envelope<RuleView>)),
-        crate::openapi::Errors))]
+#[utoipa::path(get, path = "/resource-group-rule/{name}", operation_id = "getResourceGroupRule", tag = "resource groups",
+    params(NamePath),
+    responses((status = 200, body = inline(Envelope<RuleView>)),
+        Errors))]
 pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     Ok(Reply::ok(view(find(&state, &name).await?)))
 }
@@ -118,8 +121,8 @@ fn record(name: String, body: RuleBody) -> Result<ResourceGroupRule, ApiError> {
     })
 }
 
-#[utoipa::path(post, path = "/rest-api/v1/resource-group-rule/{name}", operation_id = "createResourceGroupRule", tag = "resource groups",
-    params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
+#[utoipa::path(post, path = "/resource-group-rule/{name}", operation_id = "createResourceGroupRule", tag = "resource groups",
+    params(NamePath),
     request_body = RuleBody,
     responses((status = 201,
         links(
@@ -128,8 +131,8 @@ fn record(name: String, body: RuleBody) -> Result<ResourceGroupRule, ApiError> {
             ("deleteResourceGroupRule" = (operation_id = "deleteResourceGroupRule", parameters(("name" = "$response.body#/data/name")))),
             ("listResourceGroups" = (operation_id = "listResourceGroups", parameters(("name" = "$response.body#/data/name")))),
         ),
-        body = inline(crate::envelope::Envelope<RuleView>)),
-        crate::openapi::Errors))]
+        body = inline(Envelope<RuleView>)),
+        Errors))]
 pub(crate) async fn create(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -139,11 +142,11 @@ pub(crate) async fn create(
     Ok(Reply::created(view(stored)))
 }
 
-#[utoipa::path(put, path = "/rest-api/v1/resource-group-rule/{name}", operation_id = "updateResourceGroupRule", tag = "resource groups",
-    params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
+#[utoipa::path(put, path = "/resource-group-rule/{name}", operation_id = "updateResourceGroupRule", tag = "resource groups",
+    params(NamePath),
     request_body = RuleBody,
-    responses((status = 200, body = inline(crate::envelope::Envelope<RuleView>)),
-        crate::openapi::Errors))]
+    responses((status = 200, body = inline(Envelope<RuleView>)),
+        Errors))]
 pub(crate) async fn update(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -157,10 +160,10 @@ pub(crate) async fn update(
     Ok(Reply::ok(view(stored)))
 }
 
-#[utoipa::path(delete, path = "/rest-api/v1/resource-group-rule/{name}", operation_id = "deleteResourceGroupRule", tag = "resource groups",
-    params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
-    responses((status = 200, body = inline(crate::envelope::Envelope<String>)),
-        crate::openapi::Errors))]
+#[utoipa::path(delete, path = "/resource-group-rule/{name}", operation_id = "deleteResourceGroupRule", tag = "resource groups",
+    params(NamePath),
+    responses((status = 200, body = inline(Envelope<String>)),
+        Errors))]
 pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     let current = find(&state, &name).await?;
     state
@@ -185,10 +188,10 @@ pub struct GroupList {
     pub total: usize,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/resource-groups/{name}", operation_id = "listResourceGroups", tag = "resource groups",
-    params(("name" = String, Path, description = "the rule's name", pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")),
-    responses((status = 200, body = inline(crate::envelope::Envelope<GroupList>)),
-        crate::openapi::Errors))]
+#[utoipa::path(get, path = "/resource-groups/{name}", operation_id = "listResourceGroups", tag = "resource groups",
+    params(NamePath),
+    responses((status = 200, body = inline(Envelope<GroupList>)),
+        Errors))]
 pub(crate) async fn groups(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     let rule = find(&state, &name).await?.record;
     let mut fields = Vec::new();

@@ -1,21 +1,22 @@
 //! `GET /search`: Karpor's SQL dialect (`pattern=sql`, the default) or a keyword, paged.
 
 use axum::extract::{Query, State};
-use axum::routing::get;
-use axum::Router;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::clusters::rfc3339;
-use crate::envelope::{ApiError, ApiResult, Reply};
+use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::openapi::Errors;
 use crate::AppState;
 
 /// Largest page.
 pub const MAX_PAGE_SIZE: u64 = 1000;
 
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new().route("/search", get(search))
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(search))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -43,7 +44,9 @@ pub struct SearchItem {
     /// The object as stored.
     #[schema(value_type = Object)]
     pub object: Value,
-    pub sync_at: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub sync_at: OffsetDateTime,
     pub deleted: bool,
 }
 
@@ -56,9 +59,9 @@ pub struct SearchPage {
     pub page_size: u64,
 }
 
-#[utoipa::path(get, path = "/rest-api/v1/search", operation_id = "search", tag = "search", params(SearchParams),
-    responses((status = 200, body = inline(crate::envelope::Envelope<SearchPage>)),
-        crate::openapi::Errors))]
+#[utoipa::path(get, path = "/search", operation_id = "search", tag = "search", params(SearchParams),
+    responses((status = 200, body = inline(Envelope<SearchPage>)),
+        Errors))]
 pub(crate) async fn search(
     State(state): State<AppState>,
     Query(params): Query<SearchParams>,
@@ -107,7 +110,7 @@ pub(crate) async fn search(
             .map(|d| SearchItem {
                 cluster: d.cluster,
                 object: d.object,
-                sync_at: rfc3339(d.sync_at),
+                sync_at: d.sync_at,
                 deleted: d.deleted,
             })
             .collect(),

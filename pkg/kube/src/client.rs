@@ -32,7 +32,8 @@ const RETRY_FAILED_AFTER: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
     pub connect: Duration,
-    /// `None` for watches, which wait for events as long as the server lets them.
+    /// Longest silence between two reads; watches need more than the server's watch
+    /// timeout (290 s).
     pub read: Option<Duration>,
 }
 
@@ -101,6 +102,9 @@ pub async fn build(
         .map_err(|e| ClientError::Unusable(crate::describe_unusable(&e)))?;
     client_config.connect_timeout = Some(timeouts.connect);
     client_config.read_timeout = timeouts.read;
+    // An API server that answers 429/503 is failing now: health checks and the syncer's
+    // own backoff must see it, not minutes of retries inside the client.
+    client_config.default_retry = false;
     let builder = ClientBuilder::try_from(client_config)
         .map_err(|e| ClientError::Unusable(crate::describe_unusable(&e)))?;
     let client = match source {

@@ -189,19 +189,51 @@ pub fn select(config: &Kubeconfig, context: Option<&str>) -> Result<Kubeconfig, 
             Some(found.clone())
         }
     };
-    Ok(Kubeconfig {
+    let mut selected = Kubeconfig {
         clusters: vec![cluster.clone()],
         auth_infos: user.into_iter().collect::<Vec<NamedAuthInfo>>(),
         contexts: vec![NamedContext {
             name: named.name.clone(),
             context: Some(ctx.clone()),
+            ..Default::default()
         }],
         current_context: Some(named.name.clone()),
         kind: Some("Config".to_owned()),
         api_version: Some("v1".to_owned()),
-        preferences: None,
-        extensions: None,
-    })
+        ..Default::default()
+    };
+    drop_unknown_fields(&mut selected);
+    Ok(selected)
+}
+
+/// Keys kube-rs does not know are not kept: what is stored is what karpor understands,
+/// and masking never has to guess whether an unknown key holds a credential.
+fn drop_unknown_fields(config: &mut Kubeconfig) {
+    config.other.clear();
+    for named in &mut config.clusters {
+        named.other.clear();
+        if let Some(c) = named.cluster.as_mut() {
+            c.other.clear();
+        }
+    }
+    for named in &mut config.contexts {
+        named.other.clear();
+        if let Some(c) = named.context.as_mut() {
+            c.other.clear();
+        }
+    }
+    for named in &mut config.auth_infos {
+        named.other.clear();
+        if let Some(info) = named.auth_info.as_mut() {
+            info.other.clear();
+            if let Some(exec) = info.exec.as_mut() {
+                exec.other.clear();
+            }
+            if let Some(provider) = info.auth_provider.as_mut() {
+                provider.other.clear();
+            }
+        }
+    }
 }
 
 /// Refuses a kubeconfig that would make karpor read a file on its own host, or use an
@@ -447,6 +479,12 @@ fn mask_user(info: &mut AuthInfo) {
             *path = Some(MASK.to_owned());
         }
     }
+    if let Some(extra) = info.impersonate_user_extra.as_mut() {
+        for values in extra.values_mut() {
+            *values = vec![MASK.to_owned()];
+        }
+    }
+    info.extensions = info.extensions.as_ref().map(|e| mask_extensions(e));
     if let Some(provider) = info.auth_provider.as_mut() {
         for value in provider.config.values_mut() {
             *value = MASK.to_owned();

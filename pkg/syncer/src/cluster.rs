@@ -30,10 +30,11 @@ use crate::SyncSettings;
 pub type ClientSlot = watch::Sender<Option<Client>>;
 pub type ClientSeen = watch::Receiver<Option<Client>>;
 
-/// Watches wait for events as long as the API server lets them: no read timeout.
+/// A watch is silent for up to the API server's watch timeout (290 s): reads may wait a
+/// little longer, and no call waits for ever on an API server that hangs.
 const TIMEOUTS: Timeouts = Timeouts {
     connect: Duration::from_secs(10),
-    read: None,
+    read: Some(Duration::from_secs(295)),
 };
 
 /// A running cluster sync.
@@ -101,7 +102,11 @@ impl ClusterRun {
         // A relist after a storage outage is owed no first list: the cluster stays synced.
         let mut relisting = false;
         loop {
-            let wait = match discover(&client).await {
+            let discovered = tokio::select! {
+                _ = stop.cancelled() => break,
+                found = discover(&client) => found,
+            };
+            let wait = match discovered {
                 Ok(found) => {
                     let targets = resolve(&self.rules, &found);
                     let owed = !std::mem::take(&mut relisting);

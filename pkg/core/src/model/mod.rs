@@ -6,7 +6,7 @@ mod name;
 mod rules;
 
 pub use cluster::{Cluster, Kubeconfig, MAX_KUBECONFIG_BYTES};
-pub use name::{validate_name, NameError};
+pub use name::{validate_name, NameError, NAME_PATTERN};
 pub use rules::{
     ClusterSelector, ResourceGroupRule, ResourceSelector, SyncRule, Transform, TransformMode,
 };

@@ -6,6 +6,9 @@ pub struct NameError {
     pub why: &'static str,
 }
 
+/// [`validate_name`]'s rule as a regular expression, for documents (OpenAPI) and clients.
+pub const NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$";
+
 /// Names are DNS-1123 labels: 1 to 63 lowercase letters, digits and `-`, starting and
 /// ending with a letter or digit. They become keys, URL segments and label values.
 pub fn validate_name(name: &str) -> Result<(), NameError> {
