@@ -130,7 +130,6 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
                 metastore: metastore.clone(),
                 storage: storage.clone(),
                 health: health.clone(),
-                critical: Default::default(),
                 metrics: karpor_syncer::metrics(&mut registry),
                 settings: Default::default(),
             });

@@ -9,7 +9,7 @@ use karpor_api::local_token;
 use karpor_kube::kubeconfig;
 use serde_json::{json, Value};
 
-use crate::cli::{ClusterCommand, SearchArgs, ServerArgs};
+use crate::args::{ClusterCommand, SearchArgs, ServerArgs};
 
 const EXIT_REFUSED: u8 = 1;
 const EXIT_UNREACHABLE: u8 = 2;

@@ -10,16 +10,16 @@ use anyhow::Context;
 use karpor_api::{local_token, Role};
 use karpor_health::{
     HealthChecker, HealthClient, HealthMetrics, HealthReporter, Heartbeat, Membership, Ping,
-    Settings, Thresholds, UpstreamCheck,
+    UpstreamCheck,
 };
 use karpor_metastore::MetastoreCheck;
 use karpor_server::{AllowedHosts, ConnectionLimits, RouterParts, TlsConfig};
 use karpor_storage::StorageCheck;
-use karpor_syncer::{SyncSettings, Syncer, SyncerParts, WriterSettings};
+use karpor_syncer::{Syncer, SyncerParts};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, HealthConfig, ShutdownConfig, SyncerConfig};
+use crate::config::{Config, ShutdownConfig};
 
 /// Which process this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,22 +59,12 @@ pub struct Application {
 impl Application {
     pub async fn build(config: Config, mode: Mode) -> anyhow::Result<Self> {
         let mut registry = Registry::default();
-        let health = HealthChecker::new(
-            health_settings(&config.health),
+        // `must_ready` overrides from config are the checker's to apply, to every check.
+        let health = HealthChecker::with_overrides(
+            config.health.settings(),
             HealthMetrics::new(&mut registry),
+            config.health.overrides(),
         );
-        let critical = |name: &str| {
-            config
-                .health
-                .checks
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, c)| c.must_ready)
-        };
-        let register = |reporter: Arc<dyn HealthReporter>, membership| {
-            let critical = critical(reporter.name());
-            health.register(reporter, membership, critical);
-        };
         let workers = CancellationToken::new();
 
         let metastore = karpor_metastore::connect(&config.metadata)
@@ -90,39 +80,31 @@ impl Application {
                 metastore: metastore.clone(),
                 storage: storage.clone(),
                 health: health.clone(),
-                critical: config
-                    .health
-                    .checks
-                    .iter()
-                    .map(|(name, c)| (name.to_ascii_lowercase(), c.must_ready))
-                    .collect(),
                 metrics: sync_metrics,
                 exec: exec.clone(),
-                settings: sync_settings(&config.syncer),
+                settings: config.syncer.settings(),
             })
         });
 
-        // Registration order is print order: Ping, Server, Syncer, Storage, the rest.
-        register(Arc::new(Ping), Membership::BOTH);
-        register(
-            Arc::new(Heartbeat::start(
-                HEARTBEAT_INTERVAL,
-                HEARTBEAT_STALE_AFTER,
-                workers.clone(),
-            )),
-            Membership::LIVEZ,
-        );
-        register(
-            Arc::new(MetastoreCheck::new(metastore.backend().clone())),
-            Membership::READYZ,
-        );
+        // Registration order is print order: Ping, Server, Syncer, Storage, the upstreams
+        // (and the syncer's Cluster/NAME checks as clusters start).
+        let heartbeat =
+            Heartbeat::start(HEARTBEAT_INTERVAL, HEARTBEAT_STALE_AFTER, workers.clone());
+        let mut checks: Vec<(Arc<dyn HealthReporter>, Membership)> = vec![
+            (Arc::new(Ping), Membership::BOTH),
+            (Arc::new(heartbeat), Membership::LIVEZ),
+            (
+                Arc::new(MetastoreCheck::new(metastore.backend().clone())),
+                Membership::READYZ,
+            ),
+        ];
         if let Some(syncer) = &syncer {
-            register(Arc::new(syncer.check()), Membership::READYZ);
+            checks.push((Arc::new(syncer.check()), Membership::READYZ));
         }
-        register(
+        checks.push((
             Arc::new(StorageCheck::new(storage.clone())),
             Membership::READYZ,
-        );
+        ));
         let client = HealthClient::new(config.health.check_timeout);
         for upstream in &config.readiness.upstreams {
             let check = UpstreamCheck::new(
@@ -131,7 +113,10 @@ impl Application {
                 upstream.must_ready,
                 client.clone(),
             );
-            register(Arc::new(check), Membership::UPSTREAM);
+            checks.push((Arc::new(check), Membership::UPSTREAM));
+        }
+        for (check, membership) in checks {
+            health.register(check, membership, None);
         }
 
         if let Some(syncer) = &mut syncer {
@@ -192,10 +177,6 @@ impl Application {
             shutdown: config.shutdown,
             workers,
         })
-    }
-
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
     }
 
     /// Serves until `signal` resolves, then: readiness fails at once, the listener stays
@@ -295,29 +276,4 @@ async fn authenticator(config: &Config) -> anyhow::Result<karpor_api::Authentica
         "REST API access"
     );
     Ok(karpor_api::Authenticator::new(tokens, anonymous))
-}
-
-fn health_settings(config: &HealthConfig) -> Settings {
-    Settings {
-        check_timeout: config.check_timeout,
-        deadline: config.deadline,
-        cache_ttl: config.cache_ttl,
-        thresholds: Thresholds {
-            failure: config.failure_threshold,
-            success: config.success_threshold,
-        },
-    }
-}
-
-fn sync_settings(config: &SyncerConfig) -> SyncSettings {
-    SyncSettings {
-        writer: WriterSettings {
-            max_documents: config.batch_size,
-            window: config.batch_window,
-            queue: config.queue,
-            ..WriterSettings::default()
-        },
-        rediscover: config.rediscover_interval,
-        ..SyncSettings::default()
-    }
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use karpor_health::{HealthClient, ProbeError, ProbeOptions};
 
-use crate::cli::HealthArgs;
+use crate::args::HealthArgs;
 
 pub(crate) async fn run(args: &HealthArgs) -> ExitCode {
     let endpoint = if args.livez { "livez" } else { "readyz" };

@@ -2,9 +2,10 @@
 //! that assembles the components of `pkg/` from config and runs them until shutdown.
 
 mod api_cmd;
-pub mod app;
+mod app;
+mod args;
 pub mod cli;
-pub mod config;
+mod config;
 mod health_cmd;
 mod metadata_cmd;
 mod shutdown;

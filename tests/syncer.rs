@@ -76,7 +76,6 @@ impl Harness {
             metastore: metastore.clone(),
             storage: storage.clone(),
             health: health.clone(),
-            critical: BTreeMap::new(),
             metrics: karpor_syncer::metrics(&mut registry),
             settings,
         });

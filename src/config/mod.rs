@@ -1,12 +1,12 @@
 //! The config file: one YAML file layered with `KARPOR_SECTION__KEY` environment
-//! variables and the common flags. Every section refuses unknown keys; `validate` checks
-//! what types cannot (ranges, relations, secrets that must resolve). Each backend crate
-//! owns its own section's shape; this module composes them and resolves them in one place.
+//! variables and the common flags. Every section refuses unknown keys. Each crate owns its
+//! section (its shape, defaults, `validate()` and secrets); this module composes them, owns
+//! the process's own sections (`server`, `log`, `readiness`, `shutdown`), and checks what
+//! spans sections.
 
 mod load;
 mod validate;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -16,9 +16,10 @@ use karpor_kube::KubernetesConfig;
 use karpor_metastore::MetastoreConfig;
 use karpor_server::{ConnectionLimits, TlsConfig};
 use karpor_storage::StorageConfig;
+use karpor_syncer::SyncerConfig;
 use serde::{Deserialize, Serialize};
 
-pub use load::{load, ConfigError, Overrides, DEFAULT_CONFIG_PATH};
+pub use load::{load, ConfigError, Overrides};
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -105,72 +106,8 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SyncerConfig {
-    /// Where `karpor syncer` serves its own `/livez`, `/readyz` and `/metrics`.
-    pub probe_listen: SocketAddr,
-    /// Documents per storage write, at most.
-    pub batch_size: usize,
-    /// How long a write waits to fill its batch.
-    #[serde(with = "humantime_serde")]
-    pub batch_window: Duration,
-    /// Watch events queued per cluster before the watchers wait for storage.
-    pub queue: usize,
-    /// How often each cluster's discovery runs again, to pick up new resource types.
-    #[serde(with = "humantime_serde")]
-    pub rediscover_interval: Duration,
-}
-
-impl Default for SyncerConfig {
-    fn default() -> Self {
-        SyncerConfig {
-            probe_listen: SocketAddr::from(([127, 0, 0, 1], 7444)),
-            batch_size: 500,
-            batch_window: Duration::from_millis(100),
-            queue: 1024,
-            rediscover_interval: Duration::from_secs(30),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HealthConfig {
-    #[serde(with = "humantime_serde")]
-    pub check_timeout: Duration,
-    #[serde(with = "humantime_serde")]
-    pub deadline: Duration,
-    #[serde(with = "humantime_serde")]
-    pub cache_ttl: Duration,
-    pub failure_threshold: u32,
-    pub success_threshold: u32,
-    /// Bearer token that unlocks raw failure details on `/readyz/{check}`.
-    pub admin_token: Option<SecretSource>,
-    /// Per-check settings by name (`Storage`, `Cluster/prod`).
-    pub checks: BTreeMap<String, CheckConfig>,
-}
-
-impl Default for HealthConfig {
-    fn default() -> Self {
-        HealthConfig {
-            check_timeout: Duration::from_secs(1),
-            deadline: Duration::from_secs(2),
-            cache_ttl: Duration::from_secs(1),
-            failure_threshold: 1,
-            success_threshold: 1,
-            admin_token: None,
-            checks: BTreeMap::new(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct CheckConfig {
-    /// Whether a failure fails the endpoint (Kraken's name for critical).
-    pub must_ready: bool,
-}
+/// `health:` is the health crate's section; its admin token is a secret like the others.
+pub type HealthConfig = karpor_health::HealthConfig<SecretSource>;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]

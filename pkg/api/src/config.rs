@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use karpor_core::model::MAX_KUBECONFIG_BYTES;
 use karpor_core::SecretSource;
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +54,36 @@ pub struct AuthConfig {
     pub local_token_file: PathBuf,
 }
 
+impl AuthConfig {
+    /// `(key, problem)`: names present and unique, every token resolving, no two tokens
+    /// alike (one token, one role).
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let mut names = std::collections::HashSet::new();
+        let mut values = Vec::new();
+        for (i, token) in self.tokens.iter().enumerate() {
+            let key = |field: &str| format!("auth.tokens[{i}].{field}");
+            if token.name.trim().is_empty() {
+                return Err((key("name"), "must not be empty".into()));
+            }
+            if !names.insert(token.name.as_str()) {
+                return Err((
+                    key("name"),
+                    format!("`{}` is already the name of another token", token.name),
+                ));
+            }
+            let value = token
+                .token
+                .resolve()
+                .map_err(|e| (key("token"), e.to_string()))?;
+            if let Some(j) = values.iter().position(|v| *v == value) {
+                return Err((key("token"), format!("the same token as auth.tokens[{j}]")));
+            }
+            values.push(value);
+        }
+        Ok(())
+    }
+}
+
 impl Default for AuthConfig {
     fn default() -> Self {
         AuthConfig {
@@ -83,6 +114,29 @@ pub struct LimitsConfig {
     pub request_timeout: Duration,
     /// REST API requests served at once; more wait (within the timeout).
     pub concurrency: usize,
+}
+
+impl LimitsConfig {
+    /// `(key, problem)` for what types cannot say.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let fail = |key: &str, what: String| Err((format!("server.limits.{key}"), what));
+        if self.body_bytes < MAX_KUBECONFIG_BYTES {
+            return fail(
+                "body_bytes",
+                format!(
+                    "{} is below a kubeconfig's limit ({MAX_KUBECONFIG_BYTES} bytes): clusters could not be added",
+                    self.body_bytes
+                ),
+            );
+        }
+        if self.request_timeout.is_zero() {
+            return fail("request_timeout", "must be above zero".into());
+        }
+        if self.concurrency == 0 {
+            return fail("concurrency", "must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 impl Default for LimitsConfig {

@@ -27,9 +27,8 @@ use tower_http::timeout::TimeoutLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-pub use auth::{Authenticator, Principal};
+pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, Role, TokenConfig};
-pub use envelope::ApiError;
 
 /// The prefix of every API route.
 pub const PREFIX: &str = "/rest-api/v1";

@@ -10,12 +10,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::reporter::{CheckOutcome, HealthReporter, Reason};
 
+/// The names these checks register under.
+pub const PING_CHECK: &str = "Ping";
+pub const HEARTBEAT_CHECK: &str = "Heartbeat";
+
 pub struct Ping;
 
 #[async_trait]
 impl HealthReporter for Ping {
     fn name(&self) -> &str {
-        "Ping"
+        PING_CHECK
     }
 
     async fn check(&self) -> CheckOutcome {
@@ -58,7 +62,7 @@ impl Heartbeat {
 #[async_trait]
 impl HealthReporter for Heartbeat {
     fn name(&self) -> &str {
-        "Heartbeat"
+        HEARTBEAT_CHECK
     }
 
     async fn check(&self) -> CheckOutcome {

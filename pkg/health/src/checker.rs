@@ -3,6 +3,7 @@
 //! TTL (failures are never cached); shares one in-flight run among concurrent probes;
 //! damps state changes; survives panicking checks; logs each transition once.
 
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -147,6 +148,8 @@ pub struct HealthChecker {
 
 struct Inner {
     settings: Settings,
+    /// `must_ready` from config by lowercase check name.
+    overrides: BTreeMap<String, bool>,
     metrics: HealthMetrics,
     slots: RwLock<Vec<Arc<Slot>>>,
     shutting_down: AtomicBool,
@@ -154,9 +157,23 @@ struct Inner {
 
 impl HealthChecker {
     pub fn new(settings: Settings, metrics: HealthMetrics) -> Self {
+        Self::with_overrides(settings, metrics, BTreeMap::new())
+    }
+
+    /// With `must_ready` overrides from config by check name (case-insensitive), applied
+    /// to every check registered later: the one place they are resolved.
+    pub fn with_overrides(
+        settings: Settings,
+        metrics: HealthMetrics,
+        overrides: BTreeMap<String, bool>,
+    ) -> Self {
         HealthChecker {
             inner: Arc::new(Inner {
                 settings,
+                overrides: overrides
+                    .into_iter()
+                    .map(|(name, must)| (name.to_ascii_lowercase(), must))
+                    .collect(),
                 metrics,
                 slots: RwLock::new(Vec::new()),
                 shutting_down: AtomicBool::new(false),
@@ -172,18 +189,25 @@ impl HealthChecker {
         &self.inner.metrics
     }
 
-    /// Adds a check after those already registered (the print order). `critical`
-    /// overrides the reporter's own default (`must_ready` in config). A check of the same
-    /// name replaces the old one in place.
+    /// Adds a check after those already registered (the print order). Whether it is
+    /// critical: `critical` if given, else the config's override for its name, else the
+    /// reporter's own default. A check of the same name replaces the old one in place.
     pub fn register(
         &self,
         reporter: Arc<dyn HealthReporter>,
         membership: Membership,
         critical: Option<bool>,
     ) {
+        let configured = self
+            .inner
+            .overrides
+            .get(&reporter.name().to_ascii_lowercase())
+            .copied();
         let slot = Arc::new(Slot {
             name: Arc::from(reporter.name()),
-            critical: critical.unwrap_or_else(|| reporter.critical()),
+            critical: critical
+                .or(configured)
+                .unwrap_or_else(|| reporter.critical()),
             reporter,
             membership,
             settings: self.inner.settings,

@@ -6,6 +6,7 @@
 
 mod builtin;
 mod checker;
+mod config;
 mod damping;
 mod http;
 mod metrics;
@@ -13,15 +14,14 @@ mod report;
 mod reporter;
 mod upstream;
 
-pub use builtin::{Heartbeat, Ping};
+pub use builtin::{Heartbeat, Ping, HEARTBEAT_CHECK, PING_CHECK};
 pub use checker::{
     Endpoint, HealthChecker, Membership, ReportRequest, Settings, UnknownCheck, SHUTDOWN_CHECK,
 };
+pub use config::{CheckConfig, HealthConfig};
 pub use damping::Thresholds;
 pub use http::routes;
 pub use metrics::HealthMetrics;
 pub use report::{Entry, HealthReport, Status};
 pub use reporter::{CheckOutcome, ComponentType, Failure, HealthReporter, Reason};
-pub use upstream::{
-    HealthClient, ProbeError, ProbeOptions, ProbeResponse, UpstreamCheck, HOP_HEADER,
-};
+pub use upstream::{HealthClient, ProbeError, ProbeOptions, ProbeResponse, UpstreamCheck};

@@ -99,14 +99,14 @@ pub async fn build(
     let options = KubeConfigOptions::default();
     let mut client_config = kube::Config::from_custom_kubeconfig(config, &options)
         .await
-        .map_err(|e| ClientError::Unusable(crate::describe_unusable(&e)))?;
+        .map_err(|e| ClientError::Unusable(crate::describe::describe_unusable(&e)))?;
     client_config.connect_timeout = Some(timeouts.connect);
     client_config.read_timeout = timeouts.read;
     // An API server that answers 429/503 is failing now: health checks and the syncer's
     // own backoff must see it, not minutes of retries inside the client.
     client_config.default_retry = false;
     let builder = ClientBuilder::try_from(client_config)
-        .map_err(|e| ClientError::Unusable(crate::describe_unusable(&e)))?;
+        .map_err(|e| ClientError::Unusable(crate::describe::describe_unusable(&e)))?;
     let client = match source {
         Some(source) => builder.with_layer(&ExecAuthLayer { source }).build(),
         None => builder.build(),

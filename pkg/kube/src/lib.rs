@@ -17,10 +17,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
 pub use client::{build, connect, ClientError, ClusterClient, Timeouts};
-pub use describe::{describe, describe_unusable};
-pub use exec::{Credential, ExecError, ExecRunner, ExecSettings};
+pub use describe::describe;
+pub use exec::{ExecError, ExecSettings};
 pub use kubeconfig::{ContextInfo, Problem, Summary};
-pub use yaml::{MAX_DEPTH as MAX_YAML_DEPTH, MAX_NODES as MAX_YAML_NODES};
 
 /// `kubernetes:` in the config file: how karpor may reach member clusters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]

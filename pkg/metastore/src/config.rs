@@ -39,6 +39,32 @@ impl MetastoreConfig {
         }
     }
 
+    /// Every secret of the section, by key, so a missing one stops the start.
+    pub fn secrets(&self) -> Vec<(&'static str, &SecretSource)> {
+        match self {
+            MetastoreConfig::Mysql { url, .. } => vec![("metadata.url", url)],
+            MetastoreConfig::Etcd {
+                etcd:
+                    EtcdConfig {
+                        password: Some(password),
+                        ..
+                    },
+                ..
+            } => vec![("metadata.etcd.password", password)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// `(key, problem)` for what types cannot say: a configured key file must hold a key.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if let Some(path) = self.encryption_key_file() {
+            if let Err(e) = crate::crypto::Sealer::from_key_file(path) {
+                return Err(("metadata.encryption_key_file".into(), e.to_string()));
+            }
+        }
+        Ok(())
+    }
+
     /// When set, cluster credentials are stored encrypted with this key.
     pub fn encryption_key_file(&self) -> Option<&PathBuf> {
         match self {

@@ -6,6 +6,9 @@ use karpor_health::{CheckOutcome, ComponentType, HealthReporter, Reason};
 use crate::{MetadataStore, StoreError};
 
 /// The `Server` check of `/readyz`: the metadata store answers.
+/// The name of the metadata store's check (`Server`, as Karpor calls it).
+pub const SERVER_CHECK: &str = "Server";
+
 pub struct MetastoreCheck {
     store: Arc<dyn MetadataStore>,
 }
@@ -28,7 +31,7 @@ fn reason_of(e: &StoreError) -> Reason {
 #[async_trait]
 impl HealthReporter for MetastoreCheck {
     fn name(&self) -> &str {
-        "Server"
+        SERVER_CHECK
     }
 
     fn component_type(&self) -> ComponentType {

@@ -15,11 +15,12 @@ mod store;
 
 use std::sync::Arc;
 
-pub use config::{EtcdConfig, EtcdTls, MetastoreConfig, DEFAULT_KEY_FILE_NAME};
-pub use crypto::Sealer;
+use crypto::Sealer;
+
+pub use config::{EtcdConfig, EtcdTls, MetastoreConfig};
 pub use error::StoreError;
-pub use export::{Export, ExportedRecord, EXPORT_FORMAT};
-pub use health::MetastoreCheck;
+pub use export::{Export, ExportedRecord};
+pub use health::{MetastoreCheck, SERVER_CHECK};
 pub use records::{Metastore, Page, Stored};
 pub use store::{
     Change, ChangeOp, ChangeStream, ListRequest, MetadataStore, RawPage, RawRecord, Revision,

@@ -35,6 +35,21 @@ pub struct TlsConfig {
     pub key_file: PathBuf,
 }
 
+impl TlsConfig {
+    /// `(key, problem)`: both files must be readable.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        for (key, path) in [("cert_file", &self.cert_file), ("key_file", &self.key_file)] {
+            if let Err(e) = std::fs::metadata(path) {
+                return Err((
+                    format!("server.tls.{key}"),
+                    format!("cannot read {}: {e}", path.display()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `server.connections`: what one client may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]

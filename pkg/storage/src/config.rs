@@ -11,6 +11,19 @@ pub enum StorageConfig {
     Elasticsearch(ElasticConfig),
 }
 
+impl StorageConfig {
+    /// Every secret of the section, by key, so a missing one stops the start.
+    pub fn secrets(&self) -> Vec<(&'static str, &SecretSource)> {
+        match self {
+            StorageConfig::Elasticsearch(ElasticConfig {
+                password: Some(password),
+                ..
+            }) => vec![("storage.password", password)],
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl Default for StorageConfig {
     fn default() -> Self {
         StorageConfig::Sqlite {

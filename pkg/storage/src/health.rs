@@ -6,6 +6,9 @@ use karpor_health::{CheckOutcome, ComponentType, HealthReporter, Reason};
 use crate::{Storage, StorageError};
 
 /// The `Storage` check of `/readyz`.
+/// The name of the storage check.
+pub const STORAGE_CHECK: &str = "Storage";
+
 pub struct StorageCheck {
     storage: Arc<dyn Storage>,
 }
@@ -31,7 +34,7 @@ pub fn reason_of(e: &StorageError) -> Reason {
 #[async_trait]
 impl HealthReporter for StorageCheck {
     fn name(&self) -> &str {
-        "Storage"
+        STORAGE_CHECK
     }
 
     fn component_type(&self) -> ComponentType {

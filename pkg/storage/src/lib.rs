@@ -20,7 +20,7 @@ use time::OffsetDateTime;
 pub use config::{ElasticConfig, RefreshPolicy, StorageConfig};
 pub use document::{document_id, ResourceDocument};
 pub use error::StorageError;
-pub use health::{reason_of, StorageCheck};
+pub use health::{reason_of, StorageCheck, STORAGE_CHECK};
 pub use window::{total, window, Window};
 
 /// Writes and reads of documents by id.

@@ -143,7 +143,6 @@ async fn main() {
         metastore: metastore.clone(),
         storage: storage.clone(),
         health,
-        critical: BTreeMap::new(),
         metrics: karpor_syncer::metrics(&mut registry),
         settings: SyncSettings::default(),
     });

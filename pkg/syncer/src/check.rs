@@ -9,6 +9,16 @@ use crate::status::{ClusterProgress, SyncState};
 
 use crate::SyncStatus;
 
+/// The name of the syncer's check.
+pub const SYNCER_CHECK: &str = "Syncer";
+/// Each member cluster's check is named this, then the cluster's name.
+pub const CLUSTER_CHECK_PREFIX: &str = "Cluster/";
+
+/// The name of a member cluster's check.
+pub fn cluster_check(cluster: &str) -> String {
+    format!("{CLUSTER_CHECK_PREFIX}{cluster}")
+}
+
 /// The `Syncer` check: the supervisor runs, storage is reachable, and every registered
 /// cluster has finished its initial list.
 pub struct SyncerCheck {
@@ -25,7 +35,7 @@ impl SyncerCheck {
 #[async_trait]
 impl HealthReporter for SyncerCheck {
     fn name(&self) -> &str {
-        "Syncer"
+        SYNCER_CHECK
     }
 
     async fn check(&self) -> CheckOutcome {
@@ -60,7 +70,7 @@ pub struct ClusterCheck {
 impl ClusterCheck {
     pub fn new(progress: Arc<ClusterProgress>, client: ClientSeen) -> Self {
         ClusterCheck {
-            name: format!("Cluster/{}", progress.name()),
+            name: cluster_check(progress.name()),
             progress,
             client,
         }
@@ -122,7 +132,6 @@ mod tests {
             metastore,
             storage,
             health: HealthChecker::new(Settings::default(), HealthMetrics::new(&mut registry)),
-            critical: Default::default(),
             metrics: crate::metrics(&mut registry),
             settings: SyncSettings::default(),
         });

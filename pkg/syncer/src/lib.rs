@@ -6,6 +6,7 @@
 
 mod check;
 mod cluster;
+mod config;
 mod lists;
 mod metrics;
 mod outage;
@@ -17,7 +18,6 @@ mod transform;
 mod watch;
 mod writer;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,11 +29,10 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use check::{ClusterCheck, SyncerCheck};
+pub use check::{SyncerCheck, CLUSTER_CHECK_PREFIX, SYNCER_CHECK};
+pub use config::SyncerConfig;
 pub use metrics::SyncMetrics;
-pub use rules::{default_rule, label_selector_matches};
 pub use status::{ClusterSnapshot, SyncState, SyncStatus};
-pub use transform::{ObjectType, Trimmer};
 pub use writer::WriterSettings;
 
 /// Timing and batching, with production defaults.
@@ -69,8 +68,6 @@ pub struct SyncerParts {
     pub storage: Arc<dyn Storage>,
     /// Where each member cluster's `Cluster/NAME` check is registered.
     pub health: HealthChecker,
-    /// `must_ready` overrides from config, by lowercase check name (`cluster/prod`).
-    pub critical: BTreeMap<String, bool>,
     pub metrics: SyncMetrics,
     /// Which exec plugins a cluster's kubeconfig may run.
     pub exec: Arc<ExecSettings>,
@@ -95,7 +92,6 @@ impl Syncer {
                 metastore: parts.metastore,
                 storage: parts.storage.clone(),
                 health: parts.health,
-                critical: parts.critical,
                 status: status.clone(),
                 exec: parts.exec,
                 settings: parts.settings,

@@ -6,8 +6,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use time::OffsetDateTime;
 
-use crate::status::SyncState;
-
 type Labels = Vec<(&'static str, String)>;
 
 #[derive(Clone, Default)]
@@ -48,14 +46,15 @@ impl SyncMetrics {
         metrics
     }
 
-    pub(crate) fn set_state(&self, name: &str, state: &str) {
-        for candidate in SyncState::NAMES {
+    /// 1 for `state`, 0 for every other of `states`.
+    pub(crate) fn set_state(&self, name: &str, state: &str, states: &[&str]) {
+        for candidate in states {
             self.state
                 .get_or_create(&vec![
                     ("cluster", name.to_owned()),
-                    ("state", candidate.to_owned()),
+                    ("state", candidate.to_string()),
                 ])
-                .set(i64::from(candidate == state));
+                .set(i64::from(*candidate == state));
         }
     }
 
@@ -69,12 +68,12 @@ impl SyncMetrics {
             .set(at.unix_timestamp());
     }
 
-    /// Drops a deregistered cluster's series.
-    pub(crate) fn forget(&self, name: &str) {
-        for state in SyncState::NAMES {
+    /// Drops a deregistered cluster's series (`states`: every state it may have had).
+    pub(crate) fn forget(&self, name: &str, states: &[&str]) {
+        for state in states {
             self.state.remove(&vec![
                 ("cluster", name.to_owned()),
-                ("state", state.to_owned()),
+                ("state", state.to_string()),
             ]);
         }
         self.objects.remove(&cluster(name));

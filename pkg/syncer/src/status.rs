@@ -68,7 +68,9 @@ impl ClusterProgress {
             last_event_ms: AtomicI64::new(0),
             metrics,
         };
-        progress.metrics.set_state(&progress.name, "pending");
+        progress
+            .metrics
+            .set_state(&progress.name, "pending", &SyncState::NAMES);
         progress
     }
 
@@ -92,7 +94,7 @@ impl ClusterProgress {
         if *current != state {
             tracing::info!(cluster = %self.name, from = current.as_str(), to = name, "cluster sync state");
             *current = state;
-            self.metrics.set_state(&self.name, name);
+            self.metrics.set_state(&self.name, name, &SyncState::NAMES);
         }
     }
 
@@ -167,7 +169,7 @@ impl SyncStatus {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(name);
-        self.metrics.forget(name);
+        self.metrics.forget(name, &SyncState::NAMES);
     }
 
     /// How many registered clusters have settled their first list, of how many.

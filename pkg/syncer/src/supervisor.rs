@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use karpor_core::model::{Cluster, Kind, SyncRule};
-use karpor_health::{HealthChecker, HealthReporter, Membership};
+use karpor_health::{HealthChecker, Membership};
 use karpor_kube::ExecSettings;
 use karpor_metastore::{Metastore, StoreError};
 use karpor_search::Field;
 use karpor_storage::Storage;
 use tokio_util::sync::CancellationToken;
 
-use crate::check::ClusterCheck;
+use crate::check::{cluster_check, ClusterCheck};
 use crate::cluster::{ClusterRun, ClusterSync};
 use crate::outage::{self, Recoveries};
 use crate::rules::rules_for;
@@ -29,7 +29,6 @@ pub struct Supervisor {
     pub metastore: Metastore,
     pub storage: Arc<dyn Storage>,
     pub health: HealthChecker,
-    pub critical: BTreeMap<String, bool>,
     pub status: Arc<SyncStatus>,
     pub exec: Arc<ExecSettings>,
     pub settings: SyncSettings,
@@ -78,7 +77,7 @@ impl Supervisor {
         }
         for (name, running) in std::mem::take(&mut state.running) {
             running.sync.stop().await;
-            self.health.deregister(&format!("Cluster/{name}"));
+            self.health.deregister(&cluster_check(&name));
         }
     }
 
@@ -132,7 +131,7 @@ impl Supervisor {
             if let Some(running) = state.running.remove(&name) {
                 running.sync.stop().await;
             }
-            self.health.deregister(&format!("Cluster/{name}"));
+            self.health.deregister(&cluster_check(&name));
             self.status.forget(&name);
             tracing::info!(
                 cluster = name,
@@ -157,12 +156,9 @@ impl Supervisor {
             let progress = self.status.track(&name);
             let (client, seen) = tokio::sync::watch::channel(None);
             let check = ClusterCheck::new(progress.clone(), seen);
-            let critical = self
-                .critical
-                .get(&check.name().to_ascii_lowercase())
-                .copied();
+            // Its `must_ready` override, if any, is the checker's to apply.
             self.health
-                .register(Arc::new(check), Membership::READYZ, critical);
+                .register(Arc::new(check), Membership::READYZ, None);
             let sync = ClusterSync::start(ClusterRun {
                 cluster,
                 rules,
