@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,7 +58,12 @@ pub struct Application {
 }
 
 impl Application {
-    pub async fn build(config: Config, mode: Mode) -> anyhow::Result<Self> {
+    /// `address_file`: where to write the bound address once listening.
+    pub async fn build(
+        config: Config,
+        mode: Mode,
+        address_file: Option<PathBuf>,
+    ) -> anyhow::Result<Self> {
         let mut registry = Registry::default();
         // `must_ready` overrides from config are the checker's to apply, to every check.
         let health = HealthChecker::with_overrides(
@@ -160,8 +166,17 @@ impl Application {
             Mode::Syncer => config.syncer.probe_listen,
         };
         let listener = listen(address).with_context(|| format!("cannot listen on {address}"))?;
+        let bound = listener.local_addr()?;
+        if let Some(path) = address_file {
+            let text = format!("{bound}\n");
+            tokio::task::spawn_blocking(move || {
+                karpor_core::private_file::replace(&path, text.as_bytes())
+                    .with_context(|| format!("cannot write {} (--address-file)", path.display()))
+            })
+            .await??;
+        }
         tracing::info!(
-            address = %listener.local_addr()?,
+            address = %bound,
             mode = mode.as_str(),
             tls = config.server.tls.is_some() && mode == Mode::Serve,
             "listening"

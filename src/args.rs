@@ -143,6 +143,10 @@ pub struct CommonArgs {
     /// Log format, over `log.format`.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormatArg>,
+    /// Once listening, write the bound address (`host:port`) to this file: what a script
+    /// or test that asked for port 0 needs to know.
+    #[arg(long)]
+    pub address_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -112,7 +112,7 @@ fn run_app(args: &CommonArgs, mode: Mode) -> ExitCode {
         Err(code) => return code,
     };
     let result = rt.block_on(async {
-        let app = Application::build(config, mode).await?;
+        let app = Application::build(config, mode, args.address_file.clone()).await?;
         app.run_until_stopped(shutdown::signal()).await
     });
     // Blocking work still running (a parse, a name lookup) must not hold the exit: the

@@ -10,11 +10,11 @@ use tokio::task::JoinSet;
 use crate::clusters::Member;
 use crate::probe::{storm, Answer, Prober, PERIOD};
 use crate::report::Row;
-use crate::support::services::Apiserver;
 use crate::system::{
     System, CACHE_TTL, DEADLINE, DRAIN, FAILURE_THRESHOLD, LIMIT, SUCCESS_THRESHOLD,
 };
 use crate::traffic::{self, Traffic};
+use karpor_testkit::services::Apiserver;
 
 pub const STORM: usize = 10_000;
 /// Room for the probe's own round trip on a loaded machine, on top of the contract's

@@ -3,10 +3,8 @@
 //! under continuous churn, while its dependencies are killed, paused and restarted,
 //! probes storm it and it is stopped with SIGTERM. It checks the health contract
 //! (docs/health.md), that nothing is lost, and writes what it measured to
-//! docs/reliability.md. Everything runs on loopback; one run takes a few minutes.
-
-#[path = "../support/mod.rs"]
-mod support;
+//! target/reliability.md (published in docs/reliability.md). Everything runs on
+//! loopback; one run takes a few minutes.
 
 mod clusters;
 mod faults;
@@ -19,7 +17,7 @@ use std::time::Instant;
 
 use clusters::Member;
 use faults::{Paused, Run};
-use support::services::Apiserver;
+use karpor_testkit::services::Apiserver;
 use tokio_util::sync::CancellationToken;
 
 const CONFIGS: [&str; 2] = ["etcd", "mariadb"];

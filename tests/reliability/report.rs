@@ -1,4 +1,5 @@
-//! The table the suite writes to `docs/reliability.md` after a run in which every
+//! The table the suite writes to `target/reliability.md` (published in `docs/reliability.md`
+//! on purpose) after a run in which every
 //! assertion held.
 
 use std::fmt::Write;
@@ -91,7 +92,10 @@ pub fn write(rows: &[Row], settings: &str, took: Duration) {
          - No storm is sent during the SIGTERM drain: the listener closes after it, so a storm would end in refused connections by design.\n\
          - Times are measured by the test process on the same machine; they bound what a kubelet would see, not a network's delays."
     );
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reliability.md");
-    std::fs::write(path, text).expect("write docs/reliability.md");
+    // A test run never changes tracked files: the run's table goes under target/, and
+    // docs/reliability.md is updated from it on purpose (docs/testing.md).
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/reliability.md");
+    std::fs::write(path, text).expect("write target/reliability.md");
+    eprintln!("reliability table: {path} (copy it to docs/reliability.md to publish it)");
     eprintln!("wrote {path}");
 }

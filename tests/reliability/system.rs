@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::clusters::{Member, Objects, NAMESPACE};
-use crate::support::services::{Elastic, Etcd, Managed, Mariadb};
-use crate::support::{Karpor, Spawn};
+use karpor_testkit::process::{Karpor, Spawn};
+use karpor_testkit::services::{Elastic, Etcd, Managed, Mariadb};
 
 /// Bound on anything that should happen "soon" (a start, a convergence).
 pub const LIMIT: Duration = Duration::from_secs(60);

@@ -5,9 +5,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use crate::api_client::Client;
-use crate::support::{Spawn, EMBEDDED};
 use crate::{cluster_body, kubeconfig_with_user};
+use karpor_testkit::api::Client;
+use karpor_testkit::process::{Spawn, EMBEDDED};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_without_credentials_are_refused_even_on_loopback() {

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::api_client::Client;
-use crate::support::{self, Spawn};
 use crate::{cluster_body, kubeconfig_with_user, script};
+use karpor_testkit::api::Client;
+use karpor_testkit::process::Spawn;
 
 const LIVEZ_BOUND: Duration = Duration::from_millis(100);
 const TWO_MIB: usize = 2 * 1024 * 1024;
@@ -241,7 +241,7 @@ async fn a_slowloris_swarm_is_cut_off_and_livez_keeps_answering() {
         closed >= 1_900,
         "{closed} of 2,000 slow connections were cut off"
     );
-    let (code, _) = support::get(&karpor.url("/livez")).await;
+    let (code, _) = karpor_testkit::process::get(&karpor.url("/livez")).await;
     assert_eq!(code, 200);
 }
 

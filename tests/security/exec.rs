@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::api_client::{Client, ADMIN, GUEST};
-use crate::support::{self, service, wait_for, Spawn};
 use crate::{cluster_body, kubeconfig_with_user, script};
+use karpor_testkit::api::{Client, ADMIN, GUEST};
+use karpor_testkit::process::{wait_for, Spawn};
+use karpor_testkit::service;
 
 fn exec_user(command: &str) -> String {
     format!(
@@ -93,7 +94,7 @@ async fn an_allowed_plugin_runs_bounded_never_for_a_guest_and_its_cluster_syncs(
     let admin = Client::with_token(&karpor, ADMIN);
     let guest = Client::with_token(&karpor, GUEST);
     // The test cluster's kubeconfig, its user an exec plugin.
-    let flat = support::flat_kubeconfig(&path);
+    let flat = karpor_testkit::process::flat_kubeconfig(&path);
     let with_plugin = |command: &str| {
         let mut config = karpor_kube::kubeconfig::parse(&flat).unwrap();
         let user = config.auth_infos[0].auth_info.as_mut().unwrap();
@@ -167,5 +168,5 @@ async fn an_allowed_plugin_runs_bounded_never_for_a_guest_and_its_cluster_syncs(
         found["data"]["total"].as_u64().unwrap_or(0) > 0
     })
     .await;
-    crate::api_client::assert_no_secret_logged(&karpor);
+    karpor_testkit::api::assert_no_secret_logged(&karpor);
 }

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::api_client::Client;
 use crate::kubeconfig_with_user;
-use crate::support::{self, service, wait_for, Spawn, EMBEDDED};
+use karpor_testkit::api::Client;
+use karpor_testkit::process::{wait_for, Spawn, EMBEDDED};
+use karpor_testkit::service;
 
 /// Every field of a kubeconfig that can name a file.
 const FIELDS: &[&str] = &[
@@ -99,18 +100,22 @@ async fn a_stored_kubeconfig_naming_a_file_is_refused_by_the_syncer_too() {
     let karpor_dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_with_user(&format!("    tokenFile: {}", fifo.display()));
     // An import writes the record as it is: the syncer must still never read the path.
-    support::import_clusters(karpor_dir.path(), EMBEDDED, &[("stale", &kubeconfig)]);
+    karpor_testkit::process::import_clusters(
+        karpor_dir.path(),
+        EMBEDDED,
+        &[("stale", &kubeconfig)],
+    );
     let karpor = Spawn::serve(EMBEDDED).in_dir(karpor_dir.path()).start();
     wait_for(
         Duration::from_secs(15),
         "the cluster's check fails",
         || async {
-            let (_, body) = support::get(&karpor.url("/readyz?verbose")).await;
+            let (_, body) = karpor_testkit::process::get(&karpor.url("/readyz?verbose")).await;
             body.contains("[-] Cluster/stale failed: misconfigured")
         },
     )
     .await;
-    let (code, body) = support::get(&karpor.url("/livez")).await;
+    let (code, body) = karpor_testkit::process::get(&karpor.url("/livez")).await;
     assert_eq!((code, body.trim()), (200, "OK"));
 }
 
@@ -119,7 +124,7 @@ async fn the_cli_inlines_a_file_based_kubeconfig_so_nothing_that_worked_is_lost(
     let path = service("KARPOR_TEST_KUBECONFIG_A").expect("test services: scripts/services.sh");
     let files = tempfile::tempdir().unwrap();
     // The test cluster's kubeconfig with its CA and token in files beside it.
-    let flat = support::flat_kubeconfig(&path);
+    let flat = karpor_testkit::process::flat_kubeconfig(&path);
     let config = karpor_kube::kubeconfig::parse(&flat).unwrap();
     let cluster = config.clusters[0].cluster.clone().unwrap();
     let ca = base64_decode(cluster.certificate_authority_data.as_deref().unwrap());
@@ -146,7 +151,7 @@ async fn the_cli_inlines_a_file_based_kubeconfig_so_nothing_that_worked_is_lost(
         String::from_utf8_lossy(&output.stderr)
     );
     wait_for(Duration::from_secs(30), "the cluster syncs", || async {
-        let (_, body) = support::get(&karpor.url("/readyz?verbose")).await;
+        let (_, body) = karpor_testkit::process::get(&karpor.url("/readyz?verbose")).await;
         body.contains("[+] Cluster/filed ok") && body.contains("[+] Syncer ok")
     })
     .await;

@@ -4,7 +4,7 @@
 //! which needs no CORS preflight, included.
 
 use crate::raw;
-use crate::support::{Spawn, EMBEDDED};
+use karpor_testkit::process::{Spawn, EMBEDDED};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_hosts_and_cross_origin_writes_are_refused_and_probes_stay_open() {

@@ -2,7 +2,7 @@
 //! and values in text logs are quoted and escaped.
 
 use crate::raw;
-use crate::support::{Spawn, EMBEDDED};
+use karpor_testkit::process::{Spawn, EMBEDDED};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_request_ids_are_replaced_and_logged_values_escaped() {

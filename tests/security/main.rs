@@ -3,11 +3,6 @@
 //! reliability suite does): it times `/livez` while hostile requests and a slowloris swarm
 //! load the machine.
 
-#[path = "../api_client/mod.rs"]
-mod api_client;
-#[path = "../support/mod.rs"]
-mod support;
-
 mod access;
 mod bounded;
 mod exec;

@@ -1,9 +1,9 @@
 //! Credentials are never answered: admins see a masked kubeconfig (URL user-info
 //! included), guests only its summary, and nothing reaches the log.
 
-use crate::api_client::{assert_no_secret_logged, Client, ADMIN, GUEST, WITH_TOKENS};
-use crate::support::Spawn;
 use crate::{cluster_body, kubeconfig_with_user};
+use karpor_testkit::api::{assert_no_secret_logged, Client, ADMIN, GUEST, WITH_TOKENS};
+use karpor_testkit::process::Spawn;
 
 const URL_SECRETS: &[&str] = &["url-password-1", "proxy-password-2", "secret-token-1"];
 

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::api_client::Client;
-use crate::support::{self, Spawn, EMBEDDED};
 use crate::{cluster_body, kubeconfig_with_user};
+use karpor_testkit::api::Client;
+use karpor_testkit::process::{Spawn, EMBEDDED};
 
 fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path)
@@ -33,8 +33,8 @@ async fn a_fresh_data_directory_is_private_and_credentials_are_sealed() {
         )
         .await;
     assert_eq!(code, 201, "{answer}");
-    support::wait_for(Duration::from_secs(10), "ready", || async {
-        support::get(&karpor.url("/readyz")).await.0 == 200
+    karpor_testkit::process::wait_for(Duration::from_secs(10), "ready", || async {
+        karpor_testkit::process::get(&karpor.url("/readyz")).await.0 == 200
     })
     .await;
     let data = karpor.dir().join("data");

@@ -72,6 +72,9 @@ fn ordinary(size: usize) -> String {
     format!("{clusters}{users}{contexts}current-context: x0\n")
 }
 
+/// A name, how to make the text of a size, and the size.
+type Case = (&'static str, fn(usize) -> String, usize);
+
 fn time<T>(runs: u32, mut f: impl FnMut() -> T) -> Duration {
     let mut worst = Duration::ZERO;
     for _ in 0..runs {
@@ -85,7 +88,7 @@ fn time<T>(runs: u32, mut f: impl FnMut() -> T) -> Duration {
 fn main() {
     println!("| input | bytes | karpor-kube (limits), worst of 5 | outcome | serde_yaml at 1/10 size, worst of 3 |");
     println!("|---|---|---|---|---|");
-    let cases: [(&str, fn(usize) -> String, usize); 6] = [
+    let cases: [Case; 6] = [
         ("flow nesting `[[[…]]]`", flow, TWO_MIB),
         ("block nesting", block, TWO_MIB),
         ("wide (many small nodes)", wide, TWO_MIB),

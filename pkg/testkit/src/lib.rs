@@ -1,4 +1,12 @@
-//! Helpers shared by the tests and benchmarks of every karpor crate.
+//! The test harness shared by every karpor crate's tests and benchmarks: the test
+//! services' addresses ([`service`]) and private instances a test may kill
+//! ([`services`]), the real binary as a process ([`process`]), a REST API client
+//! ([`api`]), member clusters driven through kube-rs ([`cluster`]).
+
+pub mod api;
+pub mod cluster;
+pub mod process;
+pub mod services;
 
 /// The address of a service started by `scripts/test.sh` (`KARPOR_TEST_*`). Missing, it
 /// fails the test under CI and skips it, with the reason printed, elsewhere.

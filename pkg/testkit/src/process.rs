@@ -1,8 +1,5 @@
-//! The test harness: spawns the real `karpor` binary on port 0 in a scratch directory,
-//! and private instances of the real services that a test may kill and restart.
-#![allow(dead_code)] // each test crate uses a different part of the harness
-
-pub mod services;
+//! The real `karpor` binary as tests run it: on port 0 in a scratch directory, its
+//! address read from `--address-file`, its log kept for assertions.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -11,7 +8,19 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use karpor_testkit::service;
+/// The `karpor` binary under test: nextest names it; else it sits beside the test
+/// binary's `deps/` directory, where cargo builds it for the root package's tests.
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("NEXTEST_BIN_EXE_karpor") {
+        return PathBuf::from(path);
+    }
+    let test = std::env::current_exe().expect("the test binary's path");
+    let profile = test
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/PROFILE/deps/TEST");
+    profile.join("karpor")
+}
 
 /// A running `karpor` process.
 pub struct Karpor {
@@ -80,11 +89,15 @@ impl Karpor {
         };
         let config = dir.join(format!("karpor-{}.yaml", spawn.command));
         std::fs::write(&config, spawn.config).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_karpor"));
+        let address_file = dir.join(format!("karpor-{}.address", spawn.command));
+        let _ = std::fs::remove_file(&address_file);
+        let mut command = Command::new(binary());
         command
             .arg(spawn.command)
             .arg("--config")
             .arg(&config)
+            .arg("--address-file")
+            .arg(&address_file)
             .arg("--listen")
             .arg(
                 spawn
@@ -102,28 +115,28 @@ impl Karpor {
         }
         let mut child = command.spawn().expect("karpor starts");
         let logs = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         let sink = logs.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains(" listening ") || line.contains("\"listening\"") {
-                    if let Some(addr) = field(&line, "address") {
-                        let _ = tx.send(addr);
-                    }
-                }
                 sink.lock().unwrap().push(line);
             }
         });
-        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(addr) => addr.parse().unwrap(),
-            Err(_) => {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            let written = std::fs::read_to_string(&address_file).unwrap_or_default();
+            if let Ok(addr) = written.trim().parse::<SocketAddr>() {
+                break addr;
+            }
+            let exited = child.try_wait().ok().flatten();
+            if exited.is_some() || Instant::now() > deadline {
                 let _ = child.kill();
                 panic!(
-                    "karpor did not start listening:\n{}",
+                    "karpor did not start listening ({exited:?}):\n{}",
                     logs.lock().unwrap().join("\n")
                 );
             }
+            std::thread::sleep(Duration::from_millis(10));
         };
         Karpor {
             child,
@@ -201,17 +214,6 @@ impl Drop for Karpor {
     }
 }
 
-/// A field of a log line, text (`key=value`) or JSON (`"fields":{"key":..}`).
-fn field(line: &str, key: &str) -> Option<String> {
-    if line.starts_with('{') {
-        let json: serde_json::Value = serde_json::from_str(line).ok()?;
-        return json["fields"][key].as_str().map(str::to_owned);
-    }
-    let start = line.find(&format!("{key}="))? + key.len() + 1;
-    let value = line[start..].split_whitespace().next()?;
-    Some(value.trim_matches('"').to_owned())
-}
-
 /// GET with a short timeout; `(status, body)`.
 pub async fn get(url: &str) -> (u16, String) {
     get_with(url, &[]).await
@@ -278,7 +280,7 @@ pub fn import_clusters(dir: &Path, config: &str, clusters: &[(&str, &str)]) {
     });
     std::fs::write(dir.join("import.json"), export.to_string()).unwrap();
     std::fs::write(dir.join("karpor-import.yaml"), config).unwrap();
-    let status = Command::new(env!("CARGO_BIN_EXE_karpor"))
+    let status = Command::new(binary())
         .args(["metadata", "import", "--config", "karpor-import.yaml"])
         .args(["--input", "import.json"])
         .current_dir(dir)

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::service;
+use crate::service;
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -3,8 +3,6 @@
 //! vanish in storage; Secret values never reach it; selectors are honoured; a removed
 //! cluster leaves nothing; a dead cluster or a dead storage is caught up with.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,18 +17,15 @@ use karpor_health::{
 use karpor_metastore::{Metastore, MetastoreConfig};
 use karpor_storage::{ElasticConfig, RefreshPolicy, Storage, StorageConfig};
 use karpor_syncer::{SyncSettings, Syncer, SyncerParts};
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+use karpor_testkit::cluster::{
+    configmaps, kube_name as unique, namespaces, secrets, widgets, Kube, Obj, LIMIT,
 };
-use kube::config::{KubeConfigOptions, Kubeconfig as KubeKubeconfig};
-use kube::{Api, Client};
+use karpor_testkit::process::wait_for;
+use karpor_testkit::services::{Apiserver, Elastic};
+use kube::api::ApiResource;
 use prometheus_client::registry::Registry;
 use serde_json::json;
-use support::services::{Apiserver, Elastic};
-use support::{service, wait_for};
 use tokio_util::sync::CancellationToken;
-
-const LIMIT: Duration = Duration::from_secs(60);
 
 /// A syncer on its own metadata store and storage.
 struct Harness {
@@ -154,194 +149,6 @@ impl Harness {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Obj {
-    kind: String,
-    name: String,
-    version: String,
-}
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
-
-fn configmaps() -> ApiResource {
-    resource("", "v1", "ConfigMap", "configmaps")
-}
-fn secrets() -> ApiResource {
-    resource("", "v1", "Secret", "secrets")
-}
-fn namespaces() -> ApiResource {
-    resource("", "v1", "Namespace", "namespaces")
-}
-fn widgets() -> ApiResource {
-    resource("karpor.test", "v1", "Widget", "widgets")
-}
-
-/// A cluster as the tests drive it.
-struct Kube {
-    client: Client,
-    kubeconfig: String,
-}
-
-impl Kube {
-    async fn from_text(kubeconfig: String) -> Kube {
-        let parsed = KubeKubeconfig::from_yaml(&kubeconfig).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
-            .await
-            .unwrap();
-        let kube = Kube {
-            client: Client::try_from(config).unwrap(),
-            kubeconfig,
-        };
-        let started = std::time::Instant::now();
-        while let Err(e) = kube.client.apiserver_version().await {
-            assert!(
-                started.elapsed() < LIMIT,
-                "the API server does not answer: {e}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        kube
-    }
-
-    async fn shared(var: &str) -> Kube {
-        let path = service(var).expect("test services: run scripts/services.sh start");
-        Kube::from_text(support::flat_kubeconfig(&path)).await
-    }
-
-    fn api(&self, r: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
-        match namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, r),
-            None => Api::all_with(self.client.clone(), r),
-        }
-    }
-
-    async fn create(&self, r: &ApiResource, namespace: Option<&str>, object: serde_json::Value) {
-        let mut object = object;
-        object["apiVersion"] = r.api_version.clone().into();
-        object["kind"] = r.kind.clone().into();
-        let object: DynamicObject = serde_json::from_value(object).unwrap();
-        // A fresh CRD can make the server drop a connection once: retry transport errors.
-        let mut attempts = 0;
-        loop {
-            match self
-                .api(r, namespace)
-                .create(&PostParams::default(), &object)
-                .await
-            {
-                Ok(_) => return,
-                Err(kube::Error::Service(e)) if attempts < 5 => {
-                    attempts += 1;
-                    eprintln!("create {}: {e}; retrying", r.kind);
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => panic!("create {}: {e}", r.kind),
-            }
-        }
-    }
-
-    async fn patch(&self, r: &ApiResource, namespace: &str, name: &str, patch: serde_json::Value) {
-        self.api(r, Some(namespace))
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .unwrap_or_else(|e| panic!("patch {}: {e}", r.kind));
-    }
-
-    async fn delete(&self, r: &ApiResource, namespace: Option<&str>, name: &str) {
-        self.api(r, namespace)
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("delete {}: {e}", r.kind));
-    }
-
-    /// A namespace, gone for good: without a controller manager nobody else finalizes it.
-    async fn delete_namespace(&self, name: &str) {
-        self.delete(&namespaces(), None, name).await;
-        let api = self.api(&namespaces(), None);
-        let finalize = json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name}, "spec": {"finalizers": []}});
-        api.replace_subresource("finalize", name, &PostParams::default(), &finalize)
-            .await
-            .unwrap();
-    }
-
-    /// The live objects the test's rule selects: in `namespace`, and the namespace.
-    async fn live(&self, namespace: &str, types: &[ApiResource]) -> BTreeMap<String, Obj> {
-        let mut all = BTreeMap::new();
-        let named = ListParams::default().fields(&format!("metadata.name={namespace}"));
-        let found = self.api(&namespaces(), None).list(&named).await.unwrap();
-        for t in types {
-            let list = if t.kind == "Namespace" {
-                found.clone()
-            } else {
-                self.api(t, Some(namespace))
-                    .list(&ListParams::default())
-                    .await
-                    .unwrap()
-            };
-            for o in list.items {
-                all.insert(
-                    o.metadata.uid.clone().unwrap(),
-                    Obj {
-                        kind: t.kind.clone(),
-                        name: o.metadata.name.clone().unwrap(),
-                        version: o.metadata.resource_version.clone().unwrap(),
-                    },
-                );
-            }
-        }
-        all
-    }
-
-    /// The widgets CRD, once per cluster (its name is fixed; tests share it).
-    async fn widget_crd(&self) {
-        let crds = resource(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-        );
-        let crd = json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.karpor.test"},
-            "spec": {
-                "group": "karpor.test", "scope": "Namespaced",
-                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true}}}]
-            }
-        });
-        let crd: DynamicObject = serde_json::from_value(crd).unwrap();
-        match self
-            .api(&crds, None)
-            .create(&PostParams::default(), &crd)
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => panic!("create the CRD: {e}"),
-        }
-        let api = self.api(&widgets(), Some("default"));
-        wait_for(LIMIT, "the widgets CRD is served", || {
-            let api = api.clone();
-            async move { api.list(&ListParams::default()).await.is_ok() }
-        })
-        .await;
-    }
-}
-
 fn rule(name: &str, resources: &[(&str, &str)], namespaces: &[&str]) -> SyncRule {
     SyncRule {
         name: name.into(),
@@ -361,11 +168,6 @@ fn rule(name: &str, resources: &[(&str, &str)], namespaces: &[&str]) -> SyncRule
         transform: Transform::default(),
         keep_after_delete: false,
     }
-}
-
-/// A name no other test or run uses, valid as a Kubernetes name.
-fn unique(tag: &str) -> String {
-    karpor_testkit::unique(tag).replace('_', "-")
 }
 
 /// Waits until storage holds exactly the live objects.
@@ -726,100 +528,4 @@ async fn storage_that_stops_while_objects_change_ends_equal_to_the_cluster() {
     converges(&h, &kube, "b", &ns, &[configmaps()]).await;
     kube.delete_namespace(&ns).await;
     h.stop().await;
-}
-
-/// The "done when": `karpor serve` on the embedded default, a cluster registered
-/// (here through `karpor metadata import`), and every object of the default rule is
-/// searchable within seconds of its creation. Also: the kubeconfig's token is never
-/// logged and never indexed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn karpor_serve_on_the_embedded_default_makes_new_objects_searchable_within_seconds() {
-    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
-    let dir = tempfile::tempdir().unwrap();
-    let karpor = support::Spawn::serve(support::EMBEDDED)
-        .in_dir(dir.path())
-        .start();
-    support::import_clusters(dir.path(), support::EMBEDDED, &[("a", &kube.kubeconfig)]);
-    let url = karpor.url("/readyz");
-    // Synced (the Syncer check passes once every cluster's first list is in), not only
-    // reachable: from then on, a new object is a watch event.
-    wait_for(LIMIT, "cluster a is synced", || {
-        let url = url.clone();
-        async move {
-            let (code, body) = support::get(&url).await;
-            code == 200 && body.contains("[+] Syncer ok") && body.contains("[+] Cluster/a ok")
-        }
-    })
-    .await;
-
-    let storage = karpor_storage::connect(&StorageConfig::Sqlite {
-        path: dir.path().join("data/resources.db"),
-    })
-    .await
-    .unwrap();
-    let ns = unique("e2e");
-    let created = std::time::Instant::now();
-    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
-        .await;
-    kube.create(
-        &configmaps(),
-        Some(&ns),
-        json!({"metadata": {"name": "found-me"}}),
-    )
-    .await;
-    let query = karpor_search::parse(&format!(
-        "select * from resources where kind = 'ConfigMap' and namespace = '{ns}'"
-    ))
-    .unwrap();
-    wait_for(
-        Duration::from_secs(10),
-        "the new ConfigMap is searchable",
-        || {
-            let (storage, query) = (storage.clone(), query.clone());
-            async move { storage.search(&query, 0, 10).await.unwrap().total == 1 }
-        },
-    )
-    .await;
-    eprintln!("searchable {:?} after creation", created.elapsed());
-
-    let logs = karpor.logs();
-    assert!(!logs.contains(support::services::APISERVER_TOKEN), "{logs}");
-    let token =
-        karpor_search::parse("select * from resources where contains(content, 'test-admin-token')")
-            .unwrap();
-    assert_eq!(storage.search(&token, 0, 1).await.unwrap().total, 0);
-    kube.delete_namespace(&ns).await;
-}
-
-/// An exec user whose command fails: kube-rs's error quotes its command line and
-/// environment; neither reaches the log nor the health output.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_exec_users_command_line_never_reaches_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let karpor = support::Spawn::serve(support::EMBEDDED)
-        .in_dir(dir.path())
-        .start();
-    let kubeconfig = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:9'}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: /bin/false\n      args: ['--password=exec-arg-secret']\n      env: [{name: TOKEN, value: exec-env-secret}]\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
-    support::import_clusters(dir.path(), support::EMBEDDED, &[("exec", kubeconfig)]);
-    let url = karpor.url("/readyz?verbose");
-    wait_for(LIMIT, "Cluster/exec fails", || {
-        let url = url.clone();
-        async move {
-            support::get(&url)
-                .await
-                .1
-                .contains("[-] Cluster/exec failed")
-        }
-    })
-    .await;
-    wait_for(LIMIT, "the failure is logged", || async {
-        karpor.logs().contains("cluster=exec")
-    })
-    .await;
-    let logs = karpor.logs();
-    let (_, health) = support::get(&karpor.url("/readyz?verbose")).await;
-    for secret in ["exec-arg-secret", "exec-env-secret"] {
-        assert!(!logs.contains(secret), "{secret} logged:\n{logs}");
-        assert!(!health.contains(secret), "{secret} in /readyz:\n{health}");
-    }
 }

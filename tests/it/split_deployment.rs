@@ -4,13 +4,11 @@
 //! ready; a server whose readiness lists the syncer as an upstream follows it down and
 //! back up; a server without that upstream stays ready throughout.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use support::services::{free_port, Elastic, Etcd};
-use support::{get, wait_for, Karpor, Spawn};
+use karpor_testkit::process::{get, wait_for, Karpor, Spawn};
+use karpor_testkit::services::{free_port, Elastic, Etcd};
 
 const SYNCER_READY: &str =
     "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n";

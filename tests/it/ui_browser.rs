@@ -4,14 +4,14 @@
 //! message, and the Storage check turning red once its server is killed. The driver is
 //! tests/ui/browser.mjs (playwright-core); a screenshot lands in target/.
 
-mod support;
-
 use std::process::Command;
 use std::time::Duration;
 
 use karpor_storage::{ElasticConfig, RefreshPolicy, StorageConfig};
-use support::services::Elastic;
-use support::{service, wait_for, Spawn};
+use karpor_testkit::process;
+use karpor_testkit::process::{wait_for, Spawn};
+use karpor_testkit::service;
+use karpor_testkit::services::Elastic;
 
 const GUEST: &str = "guest-token-for-the-page";
 
@@ -36,8 +36,8 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         elastic.url()
     );
     let karpor = Spawn::serve(&config).in_dir(dir.path()).start();
-    let kubeconfig = support::flat_kubeconfig(&kubeconfig);
-    support::import_clusters(dir.path(), &config, &[("a", &kubeconfig)]);
+    let kubeconfig = process::flat_kubeconfig(&kubeconfig);
+    process::import_clusters(dir.path(), &config, &[("a", &kubeconfig)]);
 
     // Something the search will find: the cluster's own kube-system namespace.
     let storage = karpor_storage::connect(&StorageConfig::Elasticsearch(ElasticConfig {

@@ -1,12 +1,10 @@
 //! The real binary on the embedded default: starts, answers, stops cleanly; refuses bad
 //! config before it starts anything.
 
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::{get, wait_for, Spawn, EMBEDDED};
+use karpor_testkit::process::{get, wait_for, Spawn, EMBEDDED};
 
 #[tokio::test]
 async fn livez_answers_ok_within_a_second_of_start() {

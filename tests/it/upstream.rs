@@ -1,13 +1,11 @@
 //! Transitive readiness between real karpor processes, and `karpor health`.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::services::free_port;
-use support::{get, wait_for, Spawn};
+use karpor_testkit::process::{get, wait_for, Spawn};
+use karpor_testkit::services::free_port;
 
 fn local(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))

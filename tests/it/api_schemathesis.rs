@@ -4,12 +4,11 @@
 //! `positive_data_acceptance` check is left out: a schema-valid string is not valid SQL or
 //! a valid kubeconfig, and those are refused with 400 as documented.
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use support::{service, Spawn};
+use karpor_testkit::process::Spawn;
+use karpor_testkit::service;
 
 const TOKEN: &str = "schemathesis-admin-token";
 

@@ -1,8 +1,6 @@
 //! `karpor metadata export|import`: a user switching backend keeps every record, on the
 //! real SQLite, etcd and MariaDB.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 

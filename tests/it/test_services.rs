@@ -1,11 +1,10 @@
 //! The test script's services answer where it says they are: a broken service start
 //! fails here, by name, rather than as a puzzling failure in some other test.
 
-mod support;
-
 use std::time::Duration;
 
-use support::{get, service};
+use karpor_testkit::process::get;
+use karpor_testkit::service;
 
 #[tokio::test]
 async fn etcd_answers_its_health_endpoint() {

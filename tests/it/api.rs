@@ -2,17 +2,16 @@
 //! clusters from kubeconfigs of every shape, roles, read-only mode, limits, a backend down,
 //! and no credential in any answer or log line.
 
-mod api_client;
-mod support;
-
 use std::time::{Duration, Instant};
 
-use api_client::{
+use karpor_storage::{ResourceDocument, StorageConfig};
+use karpor_testkit::api::{
     assert_no_secret_logged, Client, ADMIN, GUEST, SECRETS, THREE_CONTEXTS, WITH_TOKENS,
 };
-use karpor_storage::{ResourceDocument, StorageConfig};
+use karpor_testkit::process;
+use karpor_testkit::process::{Spawn, EMBEDDED};
+use karpor_testkit::service;
 use serde_json::{json, Value};
-use support::{service, Spawn, EMBEDDED};
 
 fn cluster_body(kubeconfig: &str) -> Value {
     json!({"displayName": "One", "description": "test", "kubeConfig": kubeconfig})
@@ -303,9 +302,9 @@ async fn tokens_grant_their_roles_and_nothing_is_anonymous_unless_configured() {
     let (code, _) = guest.call("GET", "/rest-api/v1/cluster/one", None).await;
     assert_eq!(code, 200);
     // Health stays open; the document too.
-    let (code, _) = support::get(&karpor.url("/livez")).await;
+    let (code, _) = process::get(&karpor.url("/livez")).await;
     assert_eq!(code, 200);
-    let (code, _) = support::get(&karpor.url("/openapi.json")).await;
+    let (code, _) = process::get(&karpor.url("/openapi.json")).await;
     assert_eq!(code, 200);
     for client in [&nobody, &wrong, &guest, &admin] {
         client.assert_no_secret_answered();
@@ -450,7 +449,7 @@ async fn an_uploaded_kubeconfig_is_parsed_and_its_contexts_listed_without_creden
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validation_reaches_the_api_server_or_says_why_not_within_seconds() {
     let path = service("KARPOR_TEST_KUBECONFIG_A").expect("test services: scripts/services.sh");
-    let kubeconfig = support::flat_kubeconfig(&path);
+    let kubeconfig = process::flat_kubeconfig(&path);
     let karpor = Spawn::serve(EMBEDDED).start();
     let api = Client::local_admin(&karpor);
     let (code, answer) = api
@@ -797,7 +796,7 @@ fn urlencode(text: &str) -> String {
 /// not in the message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_down_is_503() {
-    let dead = format!("http://127.0.0.1:{}", support::services::free_port());
+    let dead = format!("http://127.0.0.1:{}", karpor_testkit::services::free_port());
     let config = format!(
         "storage: {{backend: elasticsearch, url: '{dead}'}}\n\
          metadata: {{backend: etcd, etcd: {{endpoints: ['{dead}']}}}}\n\

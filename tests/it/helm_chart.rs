@@ -3,8 +3,6 @@
 //! a clear message; the Deployments carry the health spec's probes and the hardening;
 //! and the config file the chart renders is accepted by the real binary.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -12,9 +10,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use karpor_testkit::service;
 use serde::Deserialize as _;
 use serde_yaml::Value;
-use support::service;
 
 const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/karpor");
 const RELEASE: &str = "karpor";

@@ -2,18 +2,17 @@
 //! when" (the embedded default, the test cluster added, its ConfigMaps found), tokens
 //! through flags and environment, and the exit statuses.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use karpor_testkit::process::{wait_for, Spawn, EMBEDDED};
+use karpor_testkit::service;
 use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::{json, Value};
-use support::{service, wait_for, Spawn, EMBEDDED};
 
 /// The CLI, run in `dir` (where a local install's token is found).
 fn karpor(args: &[&str], server: &str, dir: &Path, env: &[(&str, &str)]) -> Output {
@@ -136,7 +135,7 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     assert_eq!(code, 0);
     let clusters: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(clusters[0]["syncStatus"]["state"], "synced", "{out}");
-    assert!(!out.contains(support::services::APISERVER_TOKEN));
+    assert!(!out.contains(karpor_testkit::services::APISERVER_TOKEN));
 
     let (code, out, _) = text(&karpor(
         &["search", "select nonsense"],
@@ -160,7 +159,9 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     ));
     assert_eq!(code, 1);
     assert!(err.contains("404"), "{err}");
-    assert!(!server.logs().contains(support::services::APISERVER_TOKEN));
+    assert!(!server
+        .logs()
+        .contains(karpor_testkit::services::APISERVER_TOKEN));
     namespaces
         .delete(&namespace, &DeleteParams::default())
         .await
@@ -216,7 +217,7 @@ shutdown: {drain_delay: 1s}
     );
     assert!(!server.logs().contains("cli-admin-token"));
     // Nothing listens there.
-    let dead = format!("http://127.0.0.1:{}", support::services::free_port());
+    let dead = format!("http://127.0.0.1:{}", karpor_testkit::services::free_port());
     let (code, _, err) = text(&karpor(&["cluster", "list"], &dead, dir.path(), &[]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot reach"), "{err}");

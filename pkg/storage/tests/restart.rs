@@ -3,14 +3,12 @@
 //! cleanly: the test server (noida-db) saves its data only on shutdown, where a real
 //! Elasticsearch's translog keeps every acknowledged write through a crash too.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use karpor_storage::{ElasticConfig, RefreshPolicy, ResourceDocument, StorageConfig};
+use karpor_testkit::services::Elastic;
 use karpor_testkit::unique;
-use support::services::Elastic;
 
 fn document(i: usize) -> ResourceDocument {
     ResourceDocument {

@@ -1,13 +1,12 @@
 //! A client for the REST API in tests: every answer's envelope is checked, and every body
 //! is kept so a test can scan them all for credentials.
-#![allow(dead_code)] // each test crate uses a different part
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::Karpor;
+use crate::process::Karpor;
 
 /// Credentials the tests put in kubeconfigs and config: none may ever be answered or logged.
 pub const SECRETS: &[&str] = &[

@@ -1,12 +1,11 @@
 //! `/readyz` against the real backends of every sample configuration, and what it says
 //! when a backend dies, hangs and comes back.
 
-mod support;
-
 use std::time::Duration;
 
-use support::services::{Elastic, Etcd, Managed, Mariadb};
-use support::{get, get_with, service, wait_for, Karpor, Spawn};
+use karpor_testkit::process::{get, get_with, wait_for, Karpor, Spawn};
+use karpor_testkit::service;
+use karpor_testkit::services::{Elastic, Etcd, Managed, Mariadb};
 
 const READY: &str =
     "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n";

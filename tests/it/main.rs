@@ -1,0 +1,17 @@
+//! The integration tests of the `karpor` binary, as one test binary of modules (one link
+//! instead of a dozen): each module runs the real binary against the real services the
+//! test script starts. The security and reliability suites are binaries of their own,
+//! run alone (they time probes under load). The harness is `karpor-testkit`.
+
+mod api;
+mod api_schemathesis;
+mod backend_health;
+mod cli;
+mod helm_chart;
+mod metadata_cli;
+mod smoke;
+mod split_deployment;
+mod syncer_e2e;
+mod test_services;
+mod ui_browser;
+mod upstream;
