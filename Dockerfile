@@ -6,10 +6,11 @@
 # Untested: no machine of this project can run a container build (see
 # docs/deployment.md).
 
-# Build: the Rust toolchain the project is developed with; protoc for etcd-client's build.
+# Build: the Rust toolchain the project is developed with; protoc and the protobuf
+# well-known types (etcd-client's protos import google/protobuf/*.proto) for etcd-client.
 FROM rust:1.95-bookworm AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends protobuf-compiler \
+ && apt-get install -y --no-install-recommends protobuf-compiler libprotobuf-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

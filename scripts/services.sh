@@ -50,6 +50,8 @@ wait_until() {
 apt_install_missing() {
   local missing=()
   command -v protoc >/dev/null || missing+=(protobuf-compiler)
+  # etcd-client's protos import the well-known types.
+  [ -f /usr/include/google/protobuf/descriptor.proto ] || missing+=(libprotobuf-dev)
   command -v etcd >/dev/null || missing+=(etcd-server)
   command -v etcdctl >/dev/null || missing+=(etcd-client)
   command -v mariadbd >/dev/null || missing+=(mariadb-server)

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity,
-    TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, Event, EventType, GetOptions,
+    Identity, TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions, WatchResponse,
 };
 use futures::StreamExt;
 use karpor_core::model::Kind;
@@ -309,38 +309,77 @@ impl MetadataStore for EtcdStore {
         let options = WatchOptions::new()
             .with_prefix()
             .with_start_revision(after + 1);
-        let (watcher, stream) = client
+        // Dropping the stream cancels the watch, so the feed owns it.
+        let mut stream = client
             .watch(prefix.clone(), Some(options))
             .await
             .map_err(from_etcd)?;
-        let changes = stream.flat_map(move |response| {
-            // The watcher lives as long as the stream: dropping it would cancel the watch.
-            let _keep = &watcher;
-            let batch: Vec<Result<Change, StoreError>> = match response {
-                Err(e) => vec![Err(from_etcd(e))],
-                Ok(r) if r.compact_revision() > 0 => vec![Err(StoreError::Compacted(after))],
-                Ok(r) => r
-                    .events()
-                    .iter()
-                    .filter_map(|event| {
-                        let kv = event.kv()?;
-                        let key = String::from_utf8_lossy(kv.key());
-                        let (kind, name) = key.strip_prefix(&prefix)?.split_once('/')?;
-                        let op = match event.event_type() {
-                            EventType::Put => ChangeOp::Put,
-                            EventType::Delete => ChangeOp::Delete,
-                        };
-                        Some(Ok(Change {
-                            revision: kv.mod_revision(),
-                            kind: Kind::parse(kind)?,
-                            name: name.to_owned(),
-                            op,
-                        }))
-                    })
-                    .collect(),
-            };
-            futures::stream::iter(batch)
-        });
+        // etcd answers a new watch first with `created` (no events): wait for it, so a watch
+        // the server refuses fails here rather than as a feed that never moves.
+        let first = stream.message().await.map_err(from_etcd)?.ok_or_else(|| {
+            StoreError::Unavailable("etcd closed the watch before creating it".to_owned())
+        })?;
+        if let Some(e) = watch_ended(&first, after) {
+            return Err(e);
+        }
+        // `created` carries no events; anything else is followed as any later response.
+        let first = (!first.created()).then_some(Ok(first));
+        let responses = futures::stream::iter(first).chain(stream);
+        // A compacted or cancelled watch gets nothing more: the feed says why, then ends
+        // (dropping the watch), as the SQL feed does.
+        let changes = futures::stream::unfold(Some(responses), move |responses| {
+            let prefix = prefix.clone();
+            async move {
+                let mut responses = responses?;
+                let batch: Vec<Result<Change, StoreError>> = match responses.next().await? {
+                    Err(e) => vec![Err(from_etcd(e))],
+                    Ok(r) => match watch_ended(&r, after) {
+                        Some(e) => return Some((futures::stream::iter(vec![Err(e)]), None)),
+                        None => r
+                            .events()
+                            .iter()
+                            .filter_map(|event| change(event, &prefix).map(Ok))
+                            .collect(),
+                    },
+                };
+                Some((futures::stream::iter(batch), Some(responses)))
+            }
+        })
+        .flatten();
         Ok(changes.boxed())
     }
+}
+
+/// A watch event as a change; `None` for a key that is not `{prefix}{kind}/{name}`.
+fn change(event: &Event, prefix: &str) -> Option<Change> {
+    let kv = event.kv()?;
+    let key = String::from_utf8_lossy(kv.key());
+    let (kind, name) = key.strip_prefix(prefix)?.split_once('/')?;
+    let op = match event.event_type() {
+        EventType::Put => ChangeOp::Put,
+        EventType::Delete => ChangeOp::Delete,
+    };
+    Some(Change {
+        revision: kv.mod_revision(),
+        kind: Kind::parse(kind)?,
+        name: name.to_owned(),
+        op,
+    })
+}
+
+/// The error a watch response ends the feed with: etcd sends no more events after a
+/// compaction or a cancel, so either must reach the follower instead of a silent stall.
+fn watch_ended(response: &WatchResponse, after: Revision) -> Option<StoreError> {
+    if response.compact_revision() > 0 {
+        return Some(StoreError::Compacted(after));
+    }
+    if !response.canceled() {
+        return None;
+    }
+    let reason = response.cancel_reason();
+    Some(if reason.contains("permission denied") {
+        StoreError::Unauthorized(format!("etcd refused the watch: {reason}"))
+    } else {
+        StoreError::Unavailable(format!("etcd cancelled the watch: {reason}"))
+    })
 }

@@ -35,9 +35,13 @@ pub async fn connect_mysql(url: &SecretSource) -> Result<SqlStore, StoreError> {
         .after_connect(move |connection, _| {
             let migrated = migrated.clone();
             Box::pin(async move {
-                // Once per process, on the first connection that succeeds.
+                // Once per process, on the first connection that succeeds. `run` is not
+                // usable on this borrowed connection ("Acquire is not general enough");
+                // `run_direct` is sqlx's way around that: all migrations, none skipped.
                 migrated
-                    .get_or_try_init(|| async { MIGRATIONS.run_direct(connection).await })
+                    .get_or_try_init(|| async {
+                        MIGRATIONS.run_direct(None, connection, false).await
+                    })
                     .await
                     .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
                 Ok(())

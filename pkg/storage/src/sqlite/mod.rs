@@ -9,7 +9,7 @@ use std::path::Path;
 use async_trait::async_trait;
 use karpor_search::{Field, Query};
 use sqlx::sqlite::{SqliteArguments, SqlitePool};
-use sqlx::{Arguments, Row};
+use sqlx::{Arguments, AssertSqlSafe, Row};
 use time::OffsetDateTime;
 
 use crate::document::{document_id, millis, ResourceDocument};
@@ -30,7 +30,7 @@ fn from_sqlx(e: sqlx::Error) -> StorageError {
     }
 }
 
-fn arguments(params: Vec<Param>) -> Result<SqliteArguments<'static>, StorageError> {
+fn arguments(params: Vec<Param>) -> Result<SqliteArguments, StorageError> {
     let mut args = SqliteArguments::default();
     for p in params {
         let added = match p {
@@ -70,6 +70,7 @@ impl SqliteStorage {
     }
 
     /// Deletes the matching rows, their pairs and their full text; returns how many.
+    /// `condition` is this module's own SQL text with `?` for every value in `params`.
     async fn delete_where(&self, condition: &str, params: Vec<Param>) -> Result<u64, StorageError> {
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
         for (table, column) in [
@@ -80,10 +81,10 @@ impl SqliteStorage {
             ("resource_annotations", "doc"),
         ] {
             sqlx::query_with(
-                &format!(
+                AssertSqlSafe(format!(
                     "DELETE FROM {table} WHERE {column} IN \
                      (SELECT rowid FROM resources r WHERE {condition})"
-                ),
+                )),
                 arguments(params.clone())?,
             )
             .execute(&mut *tx)
@@ -91,7 +92,7 @@ impl SqliteStorage {
             .map_err(from_sqlx)?;
         }
         let deleted = sqlx::query_with(
-            &format!("DELETE FROM resources AS r WHERE {condition}"),
+            AssertSqlSafe(format!("DELETE FROM resources AS r WHERE {condition}")),
             arguments(params)?,
         )
         .execute(&mut *tx)
@@ -187,18 +188,19 @@ impl ResourceStorage for SqliteStorage {
                 rows(&|d| serde_json::json!(d.annotations)),
             ),
         ] {
-            sqlx::query(&format!(
+            // The table names are the constants above.
+            sqlx::query(AssertSqlSafe(format!(
                 "DELETE FROM {table} WHERE doc IN (SELECT value FROM json_each(?))"
-            ))
+            )))
             .bind(&rowids)
             .execute(&mut *tx)
             .await
             .map_err(from_sqlx)?;
-            sqlx::query(&format!(
+            sqlx::query(AssertSqlSafe(format!(
                 "INSERT INTO {table} (doc, key, value) \
                  SELECT d.value ->> 0, p.key, p.value \
                  FROM json_each(?) d, json_each(d.value -> 1) p"
-            ))
+            )))
             .bind(pairs)
             .execute(&mut *tx)
             .await
@@ -216,10 +218,11 @@ impl ResourceStorage for SqliteStorage {
                 rows(&|d| serde_json::json!(keywords(&d.name, &d.namespace, &d.labels))),
             ),
         ] {
-            sqlx::query(&format!(
+            // The table and column names are the constants above.
+            sqlx::query(AssertSqlSafe(format!(
                 "INSERT OR REPLACE INTO {table} (rowid, {column}) \
                  SELECT value ->> 0, value ->> 1 FROM json_each(?)"
-            ))
+            )))
             .bind(text)
             .execute(&mut *tx)
             .await
@@ -304,15 +307,16 @@ impl SearchStorage for SqliteStorage {
         // One read transaction: the page, its documents and the count see the same rows.
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
         // The page as rowids first: its sort or index walk reads only the narrow table.
+        // `filter` and `order` write only karpor's own SQL, every value bound (translate.rs).
         let mut params = where_.params.clone();
         params.push(Param::Int(i64::try_from(rows.size).unwrap_or(i64::MAX)));
         params.push(Param::Int(i64::try_from(rows.from).unwrap_or(i64::MAX)));
         let page: Vec<i64> = sqlx::query_with(
-            &format!(
+            AssertSqlSafe(format!(
                 "SELECT r.rowid FROM resources r WHERE {} ORDER BY {} LIMIT ? OFFSET ?",
                 where_.text,
                 order(&query.order_by)
-            ),
+            )),
             arguments(params)?,
         )
         .fetch_all(&mut *tx)
@@ -339,7 +343,10 @@ impl SearchStorage for SqliteStorage {
             rows.from + page.len() as u64
         } else {
             sqlx::query_with(
-                &format!("SELECT count(*) FROM resources r WHERE {}", where_.text),
+                AssertSqlSafe(format!(
+                    "SELECT count(*) FROM resources r WHERE {}",
+                    where_.text
+                )),
                 arguments(where_.params)?,
             )
             .fetch_one(&mut *tx)
@@ -367,17 +374,18 @@ impl SearchStorage for SqliteStorage {
                 field.column()
             )));
         }
+        // A fixed column name, and a filter of karpor's own SQL with every value bound.
         let column = sort_column(field);
         let mut sql = Sql::default();
         filter(&query.filter, &mut sql);
         let mut params = sql.params;
         params.push(Param::Int(i64::try_from(size).unwrap_or(i64::MAX)));
         let rows = sqlx::query_with(
-            &format!(
+            AssertSqlSafe(format!(
                 "SELECT {column} AS k, count(*) AS c FROM resources r WHERE {} \
                  GROUP BY {column} ORDER BY c DESC, k ASC LIMIT ?",
                 sql.text
-            ),
+            )),
             arguments(params)?,
         )
         .fetch_all(&self.pool)
