@@ -220,8 +220,10 @@ async fn a_slowloris_swarm_is_cut_off_and_livez_keeps_answering() {
             for stream in &mut swarm {
                 let _ = stream.write_all(b"X");
             }
+            // Between two trickles, as a slowloris sends: its bytes are sparse.
+            std::thread::sleep(Duration::from_millis(200));
             slowest = slowest.max(probe_livez(addr));
-            std::thread::sleep(Duration::from_millis(if round < 5 { 400 } else { 2_000 }));
+            std::thread::sleep(Duration::from_millis(if round < 5 { 200 } else { 2_000 }));
         }
         (swarm, slowest)
     });

@@ -78,10 +78,13 @@ async fn success(response: Response, what: &str) -> Result<Json, StorageError> {
     }
 }
 
+/// A time as the index stores it (the one place times are formatted for Elasticsearch).
+fn rfc3339_text(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_default()
+}
+
 fn rfc3339(t: Option<OffsetDateTime>) -> Json {
-    t.and_then(|t| t.format(&Rfc3339).ok())
-        .map(Json::String)
-        .unwrap_or(Json::Null)
+    t.map(rfc3339_text).map(Json::String).unwrap_or(Json::Null)
 }
 
 /// The indexed form of a document: search fields, and the document itself (not indexed).

@@ -8,7 +8,6 @@
 
 use karpor_search::{Expr, Field, Op, Order, Value};
 use serde_json::{json, Value as Json};
-use time::format_description::well_known::Rfc3339;
 
 enum Target {
     Column(&'static str),
@@ -58,7 +57,7 @@ fn scalar(field: &Field, value: &Value) -> Json {
     match value {
         Value::Text(s) if *field == Field::Kind => Json::String(s.to_lowercase()),
         Value::Text(s) => Json::String(s.clone()),
-        Value::Time(t) => Json::String(t.format(&Rfc3339).unwrap_or_default()),
+        Value::Time(t) => Json::String(super::rfc3339_text(*t)),
         Value::Bool(b) => Json::Bool(*b),
     }
 }
@@ -66,7 +65,7 @@ fn scalar(field: &Field, value: &Value) -> Json {
 fn text(value: &Value) -> String {
     match value {
         Value::Text(s) => s.clone(),
-        Value::Time(t) => t.format(&Rfc3339).unwrap_or_default(),
+        Value::Time(t) => super::rfc3339_text(*t),
         Value::Bool(b) => b.to_string(),
     }
 }
