@@ -48,6 +48,31 @@ async fn the_mysql_and_opensearch_config_is_ready() {
     assert_eq!(get(&karpor.url("/readyz")).await, (200, READY.to_owned()));
 }
 
+/// A MySQL URL naming a database that does not exist is a configuration problem, not a
+/// dead server: `misconfigured`, with the reason in the admin's detail.
+#[tokio::test]
+async fn a_missing_mysql_database_is_misconfigured_not_unreachable() {
+    let Some(mysql) = service("KARPOR_TEST_MYSQL_URL") else {
+        return;
+    };
+    let (server, _) = mysql.rsplit_once('/').unwrap();
+    let config = format!("{COMMON}metadata: {{backend: mysql, url: {{env: KARPOR_MYSQL_URL}}}}\n");
+    let karpor = Spawn {
+        env: vec![("KARPOR_MYSQL_URL", format!("{server}/no_such_database"))],
+        ..Spawn::serve(&config)
+    }
+    .start();
+    let (code, body) = get(&karpor.url("/readyz")).await;
+    assert_eq!(code, 503);
+    assert!(body.contains("[-] Server failed: misconfigured\n"), "{body}");
+    let (_, detail) = get_with(
+        &karpor.url("/readyz/Server"),
+        &[("authorization", "Bearer test-admin")],
+    )
+    .await;
+    assert!(detail.contains("does not exist"), "{detail}");
+}
+
 fn sample(file: &str) -> String {
     std::fs::read_to_string(format!("{}/config/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }

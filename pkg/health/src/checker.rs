@@ -337,6 +337,7 @@ impl HealthChecker {
         Ok(HealthReport {
             entries,
             unknown_excludes,
+            alone: request.only.is_some(),
         })
     }
 }

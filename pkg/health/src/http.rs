@@ -29,9 +29,10 @@ pub fn routes(checker: HealthChecker, admin_token: Option<String>) -> Router {
     };
     Router::new()
         .route("/livez", get(livez))
-        .route("/livez/{check}", get(livez_one))
+        // A wildcard: `Cluster/prod` is matched unencoded as well as encoded.
+        .route("/livez/{*check}", get(livez_one))
         .route("/readyz", get(readyz))
-        .route("/readyz/{check}", get(readyz_one))
+        .route("/readyz/{*check}", get(readyz_one))
         .with_state(state)
 }
 

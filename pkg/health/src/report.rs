@@ -26,6 +26,9 @@ pub struct Entry {
 pub struct HealthReport {
     pub entries: Vec<Entry>,
     pub unknown_excludes: Vec<String>,
+    /// One check asked for by name (`/readyz/{check}`): it answers for itself, so a
+    /// failure fails the answer, critical or not.
+    pub alone: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,14 +61,19 @@ impl Entry {
 
 impl HealthReport {
     pub fn status(&self) -> Status {
-        self.entries
+        let status = self
+            .entries
             .iter()
             .map(Entry::status)
             .fold(Status::Pass, |acc, s| match (acc, s) {
                 (Status::Fail, _) | (_, Status::Fail) => Status::Fail,
                 (Status::Warn, _) | (_, Status::Warn) => Status::Warn,
                 _ => Status::Pass,
-            })
+            });
+        match (status, self.alone) {
+            (Status::Warn, true) => Status::Fail,
+            (status, _) => status,
+        }
     }
 
     /// Whether the endpoint passes (200): every critical check passed.
@@ -173,6 +181,7 @@ mod tests {
         HealthReport {
             entries,
             unknown_excludes: Vec::new(),
+            alone: false,
         }
     }
 

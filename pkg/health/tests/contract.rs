@@ -189,6 +189,36 @@ async fn non_critical_failure_warns_and_stays_200() {
 }
 
 #[tokio::test]
+async fn a_non_critical_check_asked_for_by_name_answers_for_itself() {
+    let f = fixture(settings());
+    f.cluster.set(Script::Fail(Reason::Unreachable));
+    for path in ["/readyz/Cluster%2Fprod", "/readyz/cluster/prod"] {
+        let (status, body) = get(&f.router, path, &[]).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "[-] Cluster/prod failed: unreachable (non-critical)\nhealth check failed\n"
+            ),
+            "{path}"
+        );
+    }
+    let (_, json) = get(&f.router, "/readyz/Cluster%2Fprod?format=json", &[]).await;
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["status"], "fail");
+    // The whole endpoint still passes: the check is non-critical there.
+    assert_eq!(get(&f.router, "/readyz", &[]).await.0, StatusCode::OK);
+    f.cluster.set(Script::Pass);
+    assert_eq!(
+        get(&f.router, "/readyz/Cluster%2Fprod", &[]).await,
+        (
+            StatusCode::OK,
+            "[+] Cluster/prod ok\nhealth check passed\n".to_owned()
+        )
+    );
+}
+
+#[tokio::test]
 async fn livez_is_terse_unless_verbose_and_ignores_readiness_checks() {
     let f = fixture(settings());
     f.server.set(Script::Fail(Reason::Unreachable));

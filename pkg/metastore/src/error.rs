@@ -44,9 +44,21 @@ pub(crate) fn from_sqlx(e: sqlx::Error) -> StoreError {
         sqlx::Error::Database(db) if is_auth_code(db.code().as_deref()) => {
             StoreError::Unauthorized(e.to_string())
         }
+        sqlx::Error::Database(db) if is_missing_database(db.as_ref()) => {
+            StoreError::Misconfigured(
+                "the database in metadata.url does not exist: create it first (docs/metadata.md)"
+                    .to_owned(),
+            )
+        }
         sqlx::Error::Configuration(_) => StoreError::Misconfigured(e.to_string()),
         _ => StoreError::Unavailable(e.to_string()),
     }
+}
+
+/// MySQL's "Unknown database" (ER_BAD_DB_ERROR): the server answers, the URL is wrong.
+fn is_missing_database(db: &dyn sqlx::error::DatabaseError) -> bool {
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .is_some_and(|mysql| mysql.number() == 1049)
 }
 
 /// MySQL's access-denied SQLSTATE.

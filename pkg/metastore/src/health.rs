@@ -5,10 +5,10 @@ use karpor_health::{CheckOutcome, ComponentType, HealthReporter, Reason};
 
 use crate::{MetadataStore, StoreError};
 
-/// The `Server` check of `/readyz`: the metadata store answers.
 /// The name of the metadata store's check (`Server`, as Karpor calls it).
 pub const SERVER_CHECK: &str = "Server";
 
+/// The `Server` check of `/readyz`: the metadata store answers.
 pub struct MetastoreCheck {
     store: Arc<dyn MetadataStore>,
 }
