@@ -175,12 +175,26 @@ impl Application {
             })
             .await??;
         }
-        tracing::info!(
-            address = %bound,
-            mode = mode.as_str(),
-            tls = config.server.tls.is_some() && mode == Mode::Serve,
-            "listening"
-        );
+        let scheme = if config.server.tls.is_some() && mode == Mode::Serve {
+            "https"
+        } else {
+            "http"
+        };
+        match mode {
+            Mode::Serve => tracing::info!(
+                address = %bound,
+                mode = mode.as_str(),
+                page = format!("{scheme}://{bound}/"),
+                api = format!("{scheme}://{bound}{}", karpor_api::PREFIX),
+                "listening"
+            ),
+            Mode::Syncer => tracing::info!(
+                address = %bound,
+                mode = mode.as_str(),
+                probes = format!("{scheme}://{bound}/readyz"),
+                "listening"
+            ),
+        }
         Ok(Application {
             listener,
             router,

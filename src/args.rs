@@ -30,15 +30,21 @@ pub enum Command {
         #[command(subcommand)]
         command: MetadataCommand,
     },
-    /// Register, list or remove clusters through a running server's REST API.
+    /// Register, show, change, list or remove clusters through a running server.
     Cluster {
         #[command(flatten)]
         server: ServerArgs,
         #[command(subcommand)]
         command: ClusterCommand,
     },
-    /// Search a running server's resources with SQL (`select * from resources where ...`).
+    /// Search a running server's resources: SQL (`select * from resources where ...`) or
+    /// a keyword.
     Search(SearchArgs),
+    /// Print a shell completion script (`source <(karpor completion bash)`).
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Print the version.
     Version,
 }
@@ -46,12 +52,13 @@ pub enum Command {
 /// Where the REST API is, and the token to use.
 #[derive(Debug, Args)]
 pub struct ServerArgs {
-    /// Base URL of `karpor serve`.
+    /// Address of `karpor serve` (`http://` is assumed without a scheme).
     #[arg(
         long,
         global = true,
         env = "KARPOR_SERVER",
-        default_value = "http://127.0.0.1:7443"
+        default_value = DEFAULT_SERVER,
+        visible_alias = "url"
     )]
     pub server: String,
     /// Bearer token (an `auth.tokens` entry of the server).
@@ -63,44 +70,146 @@ pub struct ServerArgs {
     pub token_file: Option<PathBuf>,
 }
 
+/// Where a local install listens.
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7443";
+
+/// How a command prints what it got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Output {
+    /// Aligned columns.
+    #[default]
+    Table,
+    /// More columns.
+    Wide,
+    /// The API's JSON.
+    Json,
+    /// The API's JSON, as YAML.
+    Yaml,
+    /// One `kind/name` a line, for scripts.
+    Name,
+}
+
+/// `-o FORMAT` (and the older `--json`).
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Same as `-o json`.
+    #[arg(long, hide = true)]
+    pub json: bool,
+}
+
+impl OutputArgs {
+    pub fn format(&self) -> Output {
+        if self.json {
+            Output::Json
+        } else {
+            self.output
+        }
+    }
+}
+
+/// What a cluster is called and described as, and its labels.
+#[derive(Debug, Args)]
+pub struct ClusterFields {
+    /// The name people see (default: the cluster's name).
+    #[arg(long)]
+    pub display_name: Option<String>,
+    /// A line about the cluster.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// A label, `KEY=VALUE` (repeat for more); sync rules can select clusters by them.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
-    /// Register a cluster from a kubeconfig (its current context, or `--context`).
+    /// Register a cluster from a kubeconfig (its current context, or `--context`): files
+    /// it names are read here and sent inline; the server checks it can reach the cluster
+    /// first.
     Add {
+        /// The cluster's name (a DNS-1123 label).
         name: String,
+        /// The kubeconfig file.
         #[arg(long)]
         kubeconfig: PathBuf,
+        /// The context to use (default: the kubeconfig's current context).
         #[arg(long)]
         context: Option<String>,
+        #[command(flatten)]
+        fields: ClusterFields,
+        /// Register it without first checking that its API server answers.
         #[arg(long)]
-        display_name: Option<String>,
+        no_validate: bool,
+        /// Wait until its first sync has settled, showing progress.
         #[arg(long)]
-        description: Option<String>,
+        wait: bool,
+        /// How long `--wait` waits.
+        #[arg(long, default_value = "10m", value_parser = humantime_serde::re::humantime::parse_duration)]
+        wait_timeout: Duration,
+    },
+    /// Show one cluster.
+    Get {
+        /// The cluster's name.
+        name: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Change a cluster's kubeconfig, context, display name, description or labels.
+    Update {
+        /// The cluster's name.
+        name: String,
+        /// A new kubeconfig file.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// The context to use from `--kubeconfig`.
+        #[arg(long, requires = "kubeconfig")]
+        context: Option<String>,
+        #[command(flatten)]
+        fields: ClusterFields,
+        /// Register the new kubeconfig without first checking that it works.
+        #[arg(long)]
+        no_validate: bool,
     },
     /// List the registered clusters.
     List {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Deregister a cluster (its documents are removed by the syncer).
-    Rm { name: String },
+    Rm {
+        /// The cluster's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// The SQL query.
-    pub query: String,
+    /// The SQL query (`select * from resources where ...`); or give `--keyword`.
+    #[arg(required_unless_present = "keyword", conflicts_with = "keyword")]
+    pub query: Option<String>,
+    /// A word anywhere in name, namespace, labels or content, instead of SQL.
+    #[arg(long)]
+    pub keyword: Option<String>,
     #[command(flatten)]
     pub server: ServerArgs,
     /// Page, from 1.
     #[arg(long, default_value_t = 1)]
     pub page: u64,
+    /// Results per page (1 to 1000).
     #[arg(long, default_value_t = 20)]
     pub page_size: u64,
-    /// Print the answer's JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -125,7 +234,21 @@ pub enum MetadataCommand {
         /// The export file (stdin when absent).
         #[arg(long, short = 'i')]
         input: Option<PathBuf>,
+        /// What to do with a record whose name already exists.
+        #[arg(long, value_enum, default_value_t = OnConflict::Fail)]
+        on_conflict: OnConflict,
     },
+}
+
+/// `metadata import --on-conflict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnConflict {
+    /// Stop at the first record that exists (records before it stay written).
+    Fail,
+    /// Keep the existing record.
+    Skip,
+    /// Replace the existing record with the imported one.
+    Overwrite,
 }
 
 /// Flags shared by the commands that read the config.
@@ -137,9 +260,10 @@ pub struct CommonArgs {
     /// Listen address, over `server.listen` (or `syncer.probe_listen` for `syncer`).
     #[arg(long)]
     pub listen: Option<std::net::SocketAddr>,
-    /// Log filter, over `log.level`.
-    #[arg(long)]
-    pub log_level: Option<String>,
+    /// Log level of karpor's own lines, over `log.level` (`RUST_LOG` filters every
+    /// library too).
+    #[arg(long, value_enum)]
+    pub log_level: Option<LogLevelArg>,
     /// Log format, over `log.format`.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormatArg>,
@@ -155,18 +279,28 @@ pub enum LogFormatArg {
     Json,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogLevelArg {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+    Off,
+}
+
 #[derive(Debug, Args)]
 pub struct HealthArgs {
-    /// Base URL of the instance.
-    #[arg(long, env = "KARPOR_URL", default_value = "http://127.0.0.1:7443")]
-    pub url: String,
+    /// Address of the instance (`http://` is assumed without a scheme).
+    #[arg(long, env = "KARPOR_SERVER", default_value = DEFAULT_SERVER, visible_alias = "url")]
+    pub server: String,
     /// Probe `/livez` instead of `/readyz`.
     #[arg(long, conflicts_with = "readyz")]
     pub livez: bool,
     /// Probe `/readyz` (the default).
     #[arg(long)]
     pub readyz: bool,
-    /// One check alone (`/readyz/NAME`).
+    /// One check alone (`Storage`, `Cluster/prod`): it answers for itself.
     #[arg(long)]
     pub check: Option<String>,
     /// Print the IETF JSON form.
@@ -178,4 +312,49 @@ pub struct HealthArgs {
     /// Give up after this long (e.g. `5s`).
     #[arg(long, default_value = "5s", value_parser = humantime_serde::re::humantime::parse_duration)]
     pub timeout: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every command and argument a user can type, with the path to it.
+    fn walk(command: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        out.push((path.clone(), command.clone()));
+        for sub in command.get_subcommands() {
+            walk(sub, format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_argument_has_help_and_usage_shows_only_required_ones_bare() {
+        let mut commands = Vec::new();
+        walk(&Cli::command(), "karpor".into(), &mut commands);
+        for (path, mut command) in commands {
+            if path.ends_with(" help") {
+                continue;
+            }
+            assert!(command.get_about().is_some(), "{path} has no help");
+            let usage = command.render_usage().to_string();
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") || arg.is_hide_set() {
+                    continue;
+                }
+                assert!(arg.get_help().is_some(), "{path}: --{id} has no help");
+                if let Some(long) = arg.get_long() {
+                    // An optional flag lives under [OPTIONS], not in the usage line.
+                    let shown = usage.contains(&format!("--{long} "))
+                        || usage.ends_with(&format!("--{long}"));
+                    assert_eq!(
+                        shown,
+                        arg.is_required_set(),
+                        "{path}: --{long} in `{usage}`"
+                    );
+                }
+            }
+        }
+    }
 }

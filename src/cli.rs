@@ -8,9 +8,9 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::app::{Application, Mode};
-use crate::args::{Cli, Command, CommonArgs, LogFormatArg, MetadataCommand};
+use crate::args::{Cli, Command, CommonArgs, LogFormatArg, LogLevelArg, MetadataCommand};
 use crate::config::{self, LogFormat, Overrides};
-use crate::{api_cmd, health_cmd, metadata_cmd, shutdown, telemetry};
+use crate::{client, health_cmd, metadata_cmd, shutdown, telemetry};
 
 /// Exit status of a config error (and of a command-line error, as clap does).
 pub const EXIT_CONFIG: u8 = 2;
@@ -33,13 +33,18 @@ pub fn run() -> ExitCode {
         },
         Command::Metadata { command } => run_metadata(command),
         Command::Cluster { server, command } => match runtime() {
-            Ok(rt) => rt.block_on(api_cmd::cluster(&server, &command)),
+            Ok(rt) => rt.block_on(client::cluster::run(&server, &command)),
             Err(code) => code,
         },
         Command::Search(args) => match runtime() {
-            Ok(rt) => rt.block_on(api_cmd::search(&args)),
+            Ok(rt) => rt.block_on(client::search::run(&args)),
             Err(code) => code,
         },
+        Command::Completion { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "karpor", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
         Command::Serve(args) => run_app(&args, Mode::Serve),
         Command::Syncer(args) => run_app(&args, Mode::Syncer),
     }
@@ -65,9 +70,9 @@ fn run_metadata(command: MetadataCommand) -> ExitCode {
             MetadataCommand::Export { output, force, .. } => {
                 metadata_cmd::export(&config, output.as_deref(), *force).await
             }
-            MetadataCommand::Import { input, .. } => {
-                metadata_cmd::import(&config, input.as_ref()).await
-            }
+            MetadataCommand::Import {
+                input, on_conflict, ..
+            } => metadata_cmd::import(&config, input.as_ref(), *on_conflict).await,
         }
     })
 }
@@ -75,7 +80,17 @@ fn run_metadata(command: MetadataCommand) -> ExitCode {
 fn overrides(args: &CommonArgs) -> Overrides {
     Overrides {
         listen: None,
-        log_level: args.log_level.clone(),
+        log_level: args.log_level.map(|level| {
+            match level {
+                LogLevelArg::Error => "error",
+                LogLevelArg::Warn => "warn",
+                LogLevelArg::Info => "info",
+                LogLevelArg::Debug => "debug",
+                LogLevelArg::Trace => "trace",
+                LogLevelArg::Off => "off",
+            }
+            .to_owned()
+        }),
         log_format: args.log_format.map(|f| match f {
             LogFormatArg::Text => LogFormat::Text,
             LogFormatArg::Json => LogFormat::Json,

@@ -9,10 +9,10 @@ use crate::args::HealthArgs;
 
 pub(crate) async fn run(args: &HealthArgs) -> ExitCode {
     let endpoint = if args.livez { "livez" } else { "readyz" };
-    let mut url = format!("{}/{endpoint}", args.url.trim_end_matches('/'));
+    let mut url = format!("{}/{endpoint}", crate::client::base_url(&args.server));
     if let Some(check) = &args.check {
         url.push('/');
-        url.push_str(check);
+        url.push_str(&crate::client::encode(check));
     }
     if args.livez && args.check.is_none() {
         url.push_str("?verbose");
@@ -26,9 +26,14 @@ pub(crate) async fn run(args: &HealthArgs) -> ExitCode {
     };
     match client.probe(&url, &options).await {
         Ok(response) => {
-            print!("{}", response.body);
-            if args.json {
-                println!();
+            if response.body.trim().is_empty() {
+                // Never silent: an empty answer still says what it was.
+                println!("{url}: {} with an empty body", response.status);
+            } else {
+                print!("{}", response.body);
+                if args.json || !response.body.ends_with('\n') {
+                    println!();
+                }
             }
             if response.status == 200 {
                 ExitCode::SUCCESS

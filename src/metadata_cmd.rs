@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use karpor_core::private_file;
 use karpor_metastore::Export;
 
+use crate::args::OnConflict;
 use crate::config::Config;
 
 pub(crate) async fn export(config: &Config, output: Option<&Path>, force: bool) -> ExitCode {
@@ -40,7 +41,11 @@ pub(crate) async fn export(config: &Config, output: Option<&Path>, force: bool) 
     }
 }
 
-pub(crate) async fn import(config: &Config, input: Option<&PathBuf>) -> ExitCode {
+pub(crate) async fn import(
+    config: &Config,
+    input: Option<&PathBuf>,
+    on_conflict: OnConflict,
+) -> ExitCode {
     let result = async {
         let mut text = String::new();
         match input {
@@ -55,16 +60,24 @@ pub(crate) async fn import(config: &Config, input: Option<&PathBuf>) -> ExitCode
         let export: Export = serde_json::from_str(&text)
             .map_err(|e| anyhow::anyhow!("not a karpor metadata export: {e}"))?;
         let store = karpor_metastore::connect(&config.metadata).await?;
-        Ok::<_, anyhow::Error>(store.import(export).await?)
+        let on_conflict = match on_conflict {
+            OnConflict::Fail => karpor_metastore::OnConflict::Fail,
+            OnConflict::Skip => karpor_metastore::OnConflict::Skip,
+            OnConflict::Overwrite => karpor_metastore::OnConflict::Overwrite,
+        };
+        Ok::<_, anyhow::Error>(store.import(export, on_conflict).await?)
     }
     .await;
     match result {
-        Ok(count) => {
-            eprintln!("karpor: imported {count} records");
+        Ok(imported) => {
+            eprintln!(
+                "karpor: imported {} records, left {} existing ones as they were",
+                imported.written, imported.skipped
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("karpor: import failed: {e:#}");
+            eprintln!("karpor: import failed: {e:#} (--on-conflict skip|overwrite for records that exist)");
             ExitCode::FAILURE
         }
     }

@@ -12,9 +12,20 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogConfig, LogFormat};
 
+/// Libraries' lines below this are left out unless `RUST_LOG` asks for them.
+const LIBRARIES: &str = "warn";
+/// kube-rs logs every failed request at ERROR without saying which cluster; karpor logs
+/// them itself, with the cluster and without credentials.
+const QUIET: &str = "kube_client::client::builder=off";
+
+/// The filter: `RUST_LOG` when set, else `log.level` for karpor's own crates.
+fn filter(level: &str) -> EnvFilter {
+    EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("{LIBRARIES},karpor={level},{QUIET}")))
+}
+
 pub fn init(config: &LogConfig) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.level));
+    let filter = filter(&config.level);
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_ansi(std::io::stderr().is_terminal())

@@ -47,10 +47,17 @@ pub fn load(
             return Err(ConfigError(format!("cannot read {}: {e}", path.display())));
         }
     };
-    figment = figment.merge(Env::prefixed("KARPOR_").split("__").filter(|key| {
-        let key = key.as_str().to_ascii_lowercase();
-        SECTIONS.contains(&key.split('.').next().unwrap_or_default())
-    }));
+    // Only `KARPOR_SECTION__KEY`: a client's settings (`KARPOR_SERVER`, `KARPOR_TOKEN`)
+    // never reach the server's config.
+    figment = figment.merge(
+        Env::prefixed("KARPOR_")
+            .filter(|key| {
+                let key = key.as_str().to_ascii_lowercase();
+                key.split_once("__")
+                    .is_some_and(|(section, _)| SECTIONS.contains(&section))
+            })
+            .split("__"),
+    );
     if let Some(listen) = overrides.listen {
         figment = figment.merge(Serialized::default("server.listen", listen));
     }

@@ -86,9 +86,13 @@ impl Default for ServerConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     pub format: LogFormat,
-    /// A tracing filter (`info`, `karpor=debug,info`); `RUST_LOG` overrides it.
+    /// The level of karpor's own lines (`error`, `warn`, `info`, `debug`, `trace`,
+    /// `off`); libraries log warnings and errors. `RUST_LOG` replaces the whole filter.
     pub level: String,
 }
+
+/// What `log.level` may be.
+pub const LOG_LEVELS: &[&str] = &["error", "warn", "info", "debug", "trace", "off"];
 
 impl Default for LogConfig {
     fn default() -> Self {

@@ -35,8 +35,15 @@ impl Config {
                 return fail(&key, what);
             }
         }
-        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
-            return fail("log.level", format!("not a log filter: {e}"));
+        if !super::LOG_LEVELS.contains(&self.log.level.as_str()) {
+            return fail(
+                "log.level",
+                format!(
+                    "`{}` is not a level (one of {}; RUST_LOG takes a full filter)",
+                    self.log.level,
+                    super::LOG_LEVELS.join(", ")
+                ),
+            );
         }
         let mut names: HashSet<String> = BUILTIN_CHECKS
             .iter()

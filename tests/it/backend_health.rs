@@ -64,7 +64,10 @@ async fn a_missing_mysql_database_is_misconfigured_not_unreachable() {
     .start();
     let (code, body) = get(&karpor.url("/readyz")).await;
     assert_eq!(code, 503);
-    assert!(body.contains("[-] Server failed: misconfigured\n"), "{body}");
+    assert!(
+        body.contains("[-] Server failed: misconfigured\n"),
+        "{body}"
+    );
     let (_, detail) = get_with(
         &karpor.url("/readyz/Server"),
         &[("authorization", "Bearer test-admin")],

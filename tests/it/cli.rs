@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use serde_json::{json, Value};
 
 /// The CLI, run in `dir` (where a local install's token is found).
-fn karpor(args: &[&str], server: &str, dir: &Path, env: &[(&str, &str)]) -> Output {
+pub fn karpor(args: &[&str], server: &str, dir: &Path, env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_karpor"));
     command
         .args(args)
@@ -29,7 +29,7 @@ fn karpor(args: &[&str], server: &str, dir: &Path, env: &[(&str, &str)]) -> Outp
     command.output().unwrap()
 }
 
-fn text(output: &Output) -> (i32, String, String) {
+pub fn text(output: &Output) -> (i32, String, String) {
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -186,7 +186,7 @@ shutdown: {drain_delay: 1s}
         &[],
     ));
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, "NAME  DISPLAY NAME  SERVER  SYNC  OBJECTS\n");
+    assert_eq!(out, "NAME   DISPLAY NAME   SERVER   SYNC   OBJECTS\n");
     let (code, _, err) = text(&karpor(
         &["search", "select * from resources"],
         &url,

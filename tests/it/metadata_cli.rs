@@ -63,7 +63,7 @@ fn round_trip(config: &str, input: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let (code, _, stderr) = metadata(dir.path(), config, &["import"], Some(input));
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("imported 4 records"), "{stderr}");
+    assert!(stderr.contains("imported 4 records,"), "{stderr}");
     let (code, stdout, stderr) = metadata(dir.path(), config, &["export"], None);
     assert_eq!(code, 0, "{stderr}");
     stdout
@@ -137,4 +137,40 @@ fn a_bad_import_changes_nothing_and_says_why() {
     let (code, _, stderr) = metadata(dir.path(), config, &["import"], Some("not json"));
     assert_eq!(code, 1);
     assert!(stderr.contains("not a karpor metadata export"), "{stderr}");
+}
+
+#[test]
+fn an_import_meeting_existing_records_fails_skips_or_overwrites_as_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = "metadata: {backend: sqlite, path: m.db}\n";
+    assert_eq!(metadata(dir.path(), config, &["import"], Some(EXPORT)).0, 0);
+    let changed = EXPORT.replace("Production", "Production again");
+    let (code, _, stderr) = metadata(dir.path(), config, &["import"], Some(&changed));
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("already exists") && stderr.contains("--on-conflict"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = metadata(
+        dir.path(),
+        config,
+        &["import", "--on-conflict", "skip"],
+        Some(&changed),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("imported 0 records, left 4 existing ones"),
+        "{stderr}"
+    );
+    let (_, stdout, _) = metadata(dir.path(), config, &["export"], None);
+    assert!(!stdout.contains("Production again"));
+    let (code, _, stderr) = metadata(
+        dir.path(),
+        config,
+        &["import", "--on-conflict", "overwrite"],
+        Some(&changed),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let (_, stdout, _) = metadata(dir.path(), config, &["export"], None);
+    assert!(stdout.contains("Production again"), "{stdout}");
 }

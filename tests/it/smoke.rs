@@ -81,7 +81,10 @@ async fn sigint_stops_the_syncer_process_too() {
 
 #[tokio::test]
 async fn requests_carry_a_request_id_into_headers_and_logs() {
-    let karpor = Spawn::serve("log: {level: 'info,tower_http=debug'}\n").start();
+    // A library's lines are RUST_LOG's to turn on; `log.level` is karpor's own.
+    let karpor = Spawn::serve(EMBEDDED)
+        .with_env("RUST_LOG", "info,tower_http=debug")
+        .start();
     let client = reqwest::Client::new();
     let response = client
         .get(karpor.url("/livez"))

@@ -29,6 +29,9 @@ use crate::{AppState, Role};
 /// The document's example: a kubeconfig whose server is closed.
 const EXAMPLE_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: example}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
 
+/// How long a cluster's document count may take before it is answered unknown.
+const COUNT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How long validation may take to reach a cluster's API server.
 const VALIDATE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -181,10 +184,8 @@ pub(crate) async fn list(
     if params.descending {
         clusters.reverse();
     }
-    let mut items = Vec::with_capacity(clusters.len());
-    for cluster in &clusters {
-        items.push(view(&state, cluster, params.summary || by.role < Role::Admin).await);
-    }
+    let summary = params.summary || by.role < Role::Admin;
+    let items = futures::future::join_all(clusters.iter().map(|c| view(&state, c, summary))).await;
     Ok(Reply::ok(ClusterList {
         total: items.len(),
         items,
@@ -427,12 +428,16 @@ async fn find(state: &AppState, name: &str) -> Result<Stored<Cluster>, ApiError>
 async fn view(state: &AppState, cluster: &Stored<Cluster>, summary: bool) -> ClusterView {
     let record = &cluster.record;
     let snapshot = state.sync.as_ref().and_then(|s| s.cluster(&record.name));
-    let objects_stored = match state.storage.count(Some(&record.name)).await {
-        Ok(n) => Some(n),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot count a cluster's documents");
+    // The record is the metadata store's: storage only adds a count, and a slow or
+    // dead storage leaves it unknown rather than holding the answer.
+    let count = tokio::time::timeout(COUNT_TIMEOUT, state.storage.count(Some(&record.name)));
+    let objects_stored = match count.await {
+        Ok(Ok(n)) => Some(n),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "cannot count a cluster's documents");
             None
         }
+        Err(_) => None,
     };
     let parsed = karpor_kube::parse_off_runtime(record.kubeconfig.0.clone())
         .await

@@ -44,12 +44,10 @@ pub(crate) fn from_sqlx(e: sqlx::Error) -> StoreError {
         sqlx::Error::Database(db) if is_auth_code(db.code().as_deref()) => {
             StoreError::Unauthorized(e.to_string())
         }
-        sqlx::Error::Database(db) if is_missing_database(db.as_ref()) => {
-            StoreError::Misconfigured(
-                "the database in metadata.url does not exist: create it first (docs/metadata.md)"
-                    .to_owned(),
-            )
-        }
+        sqlx::Error::Database(db) if is_missing_database(db.as_ref()) => StoreError::Misconfigured(
+            "the database in metadata.url does not exist: create it first (docs/metadata.md)"
+                .to_owned(),
+        ),
         sqlx::Error::Configuration(_) => StoreError::Misconfigured(e.to_string()),
         _ => StoreError::Unavailable(e.to_string()),
     }

@@ -10,6 +10,24 @@ use crate::{Metastore, StoreError, Stored};
 
 pub const EXPORT_FORMAT: &str = "karpor-metadata/v1";
 
+/// What an import does with a record whose name exists already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnConflict {
+    /// Stop there.
+    Fail,
+    /// Keep the existing record.
+    Skip,
+    /// Replace it with the imported one (its times too).
+    Overwrite,
+}
+
+/// How many records an import wrote and left alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Imported {
+    pub written: usize,
+    pub skipped: usize,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Export {
@@ -49,10 +67,15 @@ impl Metastore {
         })
     }
 
-    /// Creates every record of `export`, keeping its times. A record whose name exists
-    /// already stops the import with `AlreadyExists` (records before it stay written);
-    /// every record is validated before the first write.
-    pub async fn import(&self, export: Export) -> Result<usize, StoreError> {
+    /// Writes every record of `export`, keeping its times; a record whose name exists
+    /// already is handled as `on_conflict` says (`Fail` stops the import with
+    /// `AlreadyExists`, records before it staying written). Every record is validated
+    /// before the first write.
+    pub async fn import(
+        &self,
+        export: Export,
+        on_conflict: OnConflict,
+    ) -> Result<Imported, StoreError> {
         if export.format != EXPORT_FORMAT {
             return Err(StoreError::Invalid(format!(
                 "format {:?} is not {EXPORT_FORMAT:?}",
@@ -62,11 +85,14 @@ impl Metastore {
         validate_all(&export.clusters)?;
         validate_all(&export.sync_rules)?;
         validate_all(&export.resource_group_rules)?;
-        let mut count = 0;
-        count += self.import_kind(export.clusters).await?;
-        count += self.import_kind(export.sync_rules).await?;
-        count += self.import_kind(export.resource_group_rules).await?;
-        Ok(count)
+        let mut imported = Imported::default();
+        self.import_kind(export.clusters, on_conflict, &mut imported)
+            .await?;
+        self.import_kind(export.sync_rules, on_conflict, &mut imported)
+            .await?;
+        self.import_kind(export.resource_group_rules, on_conflict, &mut imported)
+            .await?;
+        Ok(imported)
     }
 
     async fn export_kind<T: Record>(&self) -> Result<Vec<ExportedRecord<T>>, StoreError> {
@@ -81,12 +107,24 @@ impl Metastore {
     async fn import_kind<T: Record>(
         &self,
         records: Vec<ExportedRecord<T>>,
-    ) -> Result<usize, StoreError> {
-        let count = records.len();
+        on_conflict: OnConflict,
+        imported: &mut Imported,
+    ) -> Result<(), StoreError> {
         for r in records {
-            self.put_new(r.record, r.created_at, r.updated_at).await?;
+            if on_conflict == OnConflict::Overwrite {
+                self.put_over(r.record, r.created_at, r.updated_at).await?;
+                imported.written += 1;
+                continue;
+            }
+            match self.put_new(r.record, r.created_at, r.updated_at).await {
+                Ok(_) => imported.written += 1,
+                Err(StoreError::AlreadyExists { .. }) if on_conflict == OnConflict::Skip => {
+                    imported.skipped += 1
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Ok(count)
+        Ok(())
     }
 }
 

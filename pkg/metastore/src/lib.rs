@@ -19,7 +19,7 @@ use crypto::Sealer;
 
 pub use config::{EtcdConfig, EtcdTls, MetastoreConfig};
 pub use error::StoreError;
-pub use export::{Export, ExportedRecord};
+pub use export::{Export, ExportedRecord, Imported, OnConflict};
 pub use health::{MetastoreCheck, SERVER_CHECK};
 pub use records::{Metastore, Page, Stored};
 pub use store::{

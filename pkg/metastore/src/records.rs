@@ -152,6 +152,36 @@ impl Metastore {
         self.store.revision().await
     }
 
+    /// Replaces a record, whatever its version, with given times (an import that
+    /// overwrites keeps the exported times).
+    pub(crate) async fn put_over<T: Record>(
+        &self,
+        record: T,
+        created_at: OffsetDateTime,
+        updated_at: OffsetDateTime,
+    ) -> Result<Stored<T>, StoreError> {
+        record.validate().map_err(StoreError::Invalid)?;
+        let Some(current) = self.get::<T>(record.name()).await? else {
+            return self.put_new(record, created_at, updated_at).await;
+        };
+        let envelope = Envelope {
+            record,
+            created_at,
+            updated_at,
+        };
+        let data = self.encode(&envelope)?;
+        let version = self
+            .store
+            .update(T::KIND, envelope.record.name(), &data, current.version)
+            .await?;
+        Ok(Stored {
+            record: envelope.record,
+            version,
+            created_at,
+            updated_at,
+        })
+    }
+
     /// Writes a record with given times (import keeps them).
     pub(crate) async fn put_new<T: Record>(
         &self,

@@ -11,7 +11,8 @@ use karpor_core::model::{
 };
 use karpor_core::SecretSource;
 use karpor_metastore::{
-    connect, ChangeOp, EtcdConfig, ListRequest, Metastore, MetastoreConfig, StoreError,
+    connect, ChangeOp, EtcdConfig, Imported, ListRequest, Metastore, MetastoreConfig, OnConflict,
+    StoreError,
 };
 use karpor_testkit::{mysql_database, service, unique};
 
@@ -299,13 +300,52 @@ async fn export_then_import_gives_identical_records(store: &Metastore) {
         .await
         .unwrap();
     let exported = source.store.export().await.unwrap();
-    assert_eq!(store.import(exported.clone()).await.unwrap(), 4);
+    let written = |n| Imported {
+        written: n,
+        skipped: 0,
+    };
+    assert_eq!(
+        store
+            .import(exported.clone(), OnConflict::Fail)
+            .await
+            .unwrap(),
+        written(4)
+    );
     assert_eq!(store.export().await.unwrap(), exported);
-    // Importing again collides rather than overwriting.
+    // Importing again collides rather than overwriting, unless told otherwise.
     assert!(matches!(
-        store.import(exported).await,
+        store.import(exported.clone(), OnConflict::Fail).await,
         Err(StoreError::AlreadyExists { .. })
     ));
+    let mut changed = exported.clone();
+    changed.clusters[0].record.description = "imported again".into();
+    assert_eq!(
+        store
+            .import(changed.clone(), OnConflict::Skip)
+            .await
+            .unwrap(),
+        Imported {
+            written: 0,
+            skipped: 4
+        }
+    );
+    assert_eq!(
+        store.export().await.unwrap(),
+        exported,
+        "skip keeps what exists"
+    );
+    assert_eq!(
+        store
+            .import(changed.clone(), OnConflict::Overwrite)
+            .await
+            .unwrap(),
+        written(4)
+    );
+    assert_eq!(
+        store.export().await.unwrap(),
+        changed,
+        "overwrite takes the import"
+    );
 }
 
 macro_rules! conformance {

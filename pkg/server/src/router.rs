@@ -10,7 +10,8 @@ use prometheus_client::registry::Registry;
 use tower::ServiceBuilder;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
+use tracing::Level;
 
 use crate::guard::{self, AllowedHosts};
 
@@ -53,19 +54,23 @@ pub fn router(parts: RouterParts) -> Router {
             .layer(axum::middleware::from_fn(guard::plain_request_id))
             .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
             .layer(
-                TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
-                    let id = request
-                        .headers()
-                        .get(&REQUEST_ID)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default();
-                    tracing::info_span!(
-                        "request",
-                        request_id = %id,
-                        method = %request.method(),
-                        path = %request.uri().path(),
-                    )
-                }),
+                // A 503 is an answer, not an error of karpor's (a failing probe above
+                // all): the health transition line is the record.
+                TraceLayer::new_for_http()
+                    .on_failure(DefaultOnFailure::new().level(Level::DEBUG))
+                    .make_span_with(|request: &Request<_>| {
+                        let id = request
+                            .headers()
+                            .get(&REQUEST_ID)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default();
+                        tracing::info_span!(
+                            "request",
+                            request_id = %id,
+                            method = %request.method(),
+                            path = %request.uri().path(),
+                        )
+                    }),
             )
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
             .layer(axum::middleware::from_fn_with_state(

@@ -1,0 +1,88 @@
+//! Printing what the API answered, as kubectl does: a table (more columns with `wide`),
+//! the JSON or YAML of the answer, or one `kind/name` a line.
+
+use serde_json::Value;
+
+use super::{refused, text, Failed};
+use crate::args::Output;
+
+/// A column of a table: its header, how to read a cell, whether only `wide` shows it.
+pub struct Column {
+    pub header: &'static str,
+    pub cell: fn(&Value) -> String,
+    pub wide: bool,
+}
+
+/// A list of items as `format` says; `name` gives an item's `kind/name`.
+pub fn print_list(
+    format: Output,
+    items: &[Value],
+    columns: &[Column],
+    name: fn(&Value) -> String,
+) -> Result<(), Failed> {
+    match format {
+        Output::Json => print_json(&Value::Array(items.to_vec())),
+        Output::Yaml => print_yaml(&Value::Array(items.to_vec()))?,
+        Output::Name => items.iter().for_each(|item| println!("{}", name(item))),
+        Output::Table | Output::Wide => {
+            let shown: Vec<&Column> = columns
+                .iter()
+                .filter(|c| !c.wide || format == Output::Wide)
+                .collect();
+            let rows = items
+                .iter()
+                .map(|item| shown.iter().map(|c| (c.cell)(item)).collect())
+                .collect();
+            let header: Vec<&str> = shown.iter().map(|c| c.header).collect();
+            print!("{}", table(&header, rows));
+        }
+    }
+    Ok(())
+}
+
+pub fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+pub fn print_yaml(value: &Value) -> Result<(), Failed> {
+    let text = serde_saphyr::to_string(value)
+        .map_err(|e| refused(format!("cannot write the answer as YAML: {e}")))?;
+    print!("{text}");
+    Ok(())
+}
+
+/// Left-aligned columns, three spaces apart, as kubectl prints them.
+pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<String>| {
+        let cells: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(cells.join("   ").trim_end());
+        out.push('\n');
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row);
+    }
+    out
+}
+
+/// A cell that may be absent: the value, or `<none>` / `<unknown>` as kubectl writes.
+pub fn or(value: &Value, absent: &str) -> String {
+    match value {
+        Value::Null => absent.to_owned(),
+        other => text(other),
+    }
+}
