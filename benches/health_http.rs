@@ -21,7 +21,7 @@ use karpor_health::{
     CheckOutcome, HealthChecker, HealthMetrics, HealthReporter, Heartbeat, Membership, Ping,
     Settings,
 };
-use karpor_server::{AllowedHosts, ConnectionLimits, RouterParts};
+use karpor_server::{AllowedHosts, ConnectionLimits, HttpMetrics, RouterParts};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -179,9 +179,11 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
             let routes = Router::new()
                 .route("/bare", get(|| async { "OK" }))
                 .nest("/slow", karpor_health::routes(slow, None));
+            let http = HttpMetrics::new(&mut registry);
             let router = karpor_server::router(RouterParts {
                 health,
                 admin_token: None,
+                http,
                 metrics: Arc::new(registry),
                 with_ui: true,
                 routes,

@@ -14,7 +14,7 @@ use karpor_health::{
     UpstreamCheck,
 };
 use karpor_metastore::MetastoreCheck;
-use karpor_server::{AllowedHosts, ConnectionLimits, RouterParts, TlsConfig};
+use karpor_server::{AllowedHosts, ConnectionLimits, HttpMetrics, RouterParts, TlsConfig};
 use karpor_storage::StorageCheck;
 use karpor_syncer::{Syncer, SyncerParts};
 use prometheus_client::registry::Registry;
@@ -75,10 +75,14 @@ impl Application {
 
         let metastore = karpor_metastore::connect(&config.metadata)
             .await
-            .context("cannot open the metadata store")?;
+            .context("cannot open the metadata store")?
+            .metered(&mut registry);
         let storage = karpor_storage::connect(&config.storage)
             .await
             .context("cannot open the resource storage")?;
+        let storage = karpor_storage::metered(storage, &mut registry);
+        let http = HttpMetrics::new(&mut registry);
+        karpor_server::register_process(&mut registry, env!("CARGO_PKG_VERSION"));
         let sync_metrics = karpor_syncer::metrics(&mut registry);
         let exec = config.kubernetes.exec_settings();
         let mut syncer = (mode == Mode::Syncer || config.server.syncer).then(|| {
@@ -159,6 +163,7 @@ impl Application {
                 },
                 &config.server.allowed_hosts,
             ),
+            http,
             request_timeout: config.server.limits.request_timeout,
         });
         let address = match mode {

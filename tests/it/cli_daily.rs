@@ -202,7 +202,10 @@ async fn health_speaks_the_same_address_encodes_names_and_is_never_silent() {
     // --url still works, scheme-less too.
     let (code, out, _) = health(&["--url", &url, "--livez"]);
     assert_eq!(code, 0);
-    assert!(out.ends_with("[+] Heartbeat ok\nhealth check passed\n"), "{out}");
+    assert!(
+        out.ends_with("[+] Heartbeat ok\nhealth check passed\n"),
+        "{out}"
+    );
     // The client's address never reaches the server's config.
     let export = Command::new(env!("CARGO_BIN_EXE_karpor"))
         .args(["metadata", "export"])

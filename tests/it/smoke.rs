@@ -281,3 +281,42 @@ fn version_prints_the_version() {
     assert_eq!(code, 0);
     assert_eq!(stdout, format!("karpor {}\n", env!("CARGO_PKG_VERSION")));
 }
+
+/// Besides health: every HTTP request by route and status, storage and metadata store
+/// operations, the process, and the build, with the conventional names and units.
+#[tokio::test]
+async fn metrics_cover_requests_stores_process_and_build() {
+    let karpor = Spawn::serve(EMBEDDED).start();
+    for path in [
+        "/rest-api/v1/search?query=select%20*%20from%20resources",
+        "/rest-api/v1/clusters",
+        "/rest-api/v1/cluster/does-not-exist",
+        "/no/such/path/with-a-secret-looking-segment",
+    ] {
+        get(&karpor.url(path)).await;
+    }
+    let (status, body) = get(&karpor.url("/metrics")).await;
+    assert_eq!(status, 200);
+    for series in [
+        "http_server_requests_total{method=\"GET\",route=\"/rest-api/v1/search\",status=\"200\"} 1",
+        "http_server_requests_total{method=\"GET\",route=\"/rest-api/v1/cluster/{name}\",status=\"404\"} 1",
+        "http_server_requests_total{method=\"GET\",route=\"unmatched\",status=\"404\"} 1",
+        "http_server_request_duration_seconds_bucket{",
+        "karpor_storage_operations_total{backend=\"sqlite\",operation=\"search\",outcome=\"ok\"}",
+        "karpor_storage_operation_duration_seconds_count{backend=\"sqlite\",operation=\"search\"}",
+        "karpor_metastore_operations_total{backend=\"sqlite\",operation=\"get\",outcome=\"ok\"}",
+        "karpor_metastore_operation_duration_seconds_sum{",
+        "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ",
+        "process_open_fds ",
+        "process_max_fds ",
+        "process_start_time_seconds ",
+        "karpor_build_info{version=\"",
+    ] {
+        assert!(body.contains(series), "{series} missing:\n{body}");
+    }
+    assert!(
+        !body.contains("secret-looking"),
+        "raw paths never become labels"
+    );
+}

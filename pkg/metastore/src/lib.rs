@@ -9,6 +9,7 @@ mod error;
 mod etcd;
 mod export;
 mod health;
+mod metered;
 mod records;
 mod sql;
 mod store;

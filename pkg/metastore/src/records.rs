@@ -56,6 +56,23 @@ impl Metastore {
         &self.store
     }
 
+    /// The same store with every backend operation counted and timed in `registry`.
+    pub fn metered(self, registry: &mut prometheus_client::registry::Registry) -> Metastore {
+        let ops = karpor_core::metrics::Operations::new(
+            registry,
+            "karpor_metastore",
+            "Metadata store",
+            self.store.backend(),
+        );
+        Metastore {
+            store: Arc::new(crate::metered::Metered {
+                inner: self.store,
+                ops,
+            }),
+            sealer: self.sealer,
+        }
+    }
+
     pub async fn get<T: Record>(&self, name: &str) -> Result<Option<Stored<T>>, StoreError> {
         match self.store.get(T::KIND, name).await? {
             Some(raw) => Ok(Some(self.decode(&raw.data, raw.version)?)),

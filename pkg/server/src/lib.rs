@@ -9,5 +9,6 @@ mod router;
 mod serve;
 
 pub use guard::AllowedHosts;
+pub use metrics::{register_process, HttpMetrics};
 pub use router::{router, RouterParts};
 pub use serve::{serve, ConnectionLimits, TlsConfig};

@@ -14,6 +14,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use tracing::Level;
 
 use crate::guard::{self, AllowedHosts};
+use crate::metrics::HttpMetrics;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const PLACEHOLDER_PAGE: &str = include_str!("../../../ui-placeholder/index.html");
@@ -30,6 +31,8 @@ pub struct RouterParts {
     pub routes: Router,
     /// The names a request's `Host` may carry (probes and metrics excepted).
     pub hosts: AllowedHosts,
+    /// Every request counted and timed.
+    pub http: HttpMetrics,
     /// Every route of this crate answers within this (503 after); `routes` bring their
     /// own limits (the API answers its timeout in its envelope).
     pub request_timeout: Duration,
@@ -49,7 +52,15 @@ pub fn router(parts: RouterParts) -> Router {
     // Outermost first: a plain request id (the client's, or a new one), a span carrying
     // it (so every log line of the request has it), the id echoed in the response, then
     // the Host and Origin checks.
-    parts.routes.merge(own).layer(
+    // Inside the routers, so the matched route is known.
+    let routes = parts
+        .routes
+        .merge(own)
+        .layer(axum::middleware::from_fn_with_state(
+            parts.http,
+            crate::metrics::record,
+        ));
+    routes.layer(
         ServiceBuilder::new()
             .layer(axum::middleware::from_fn(guard::plain_request_id))
             .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))

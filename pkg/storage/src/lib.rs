@@ -8,6 +8,7 @@ mod document;
 mod elasticsearch;
 mod error;
 mod health;
+mod metered;
 mod sqlite;
 mod window;
 
@@ -21,6 +22,7 @@ pub use config::{ElasticConfig, RefreshPolicy, StorageConfig};
 pub use document::{document_id, ResourceDocument};
 pub use error::StorageError;
 pub use health::{reason_of, StorageCheck, STORAGE_CHECK};
+pub use metered::metered;
 pub use window::{total, window, Window};
 
 /// Writes and reads of documents by id.

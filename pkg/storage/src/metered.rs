@@ -1,0 +1,121 @@
+//! Storage with every operation counted and timed (`karpor_storage_*` metrics), around
+//! whichever backend the config chose.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use karpor_core::metrics::Operations;
+use karpor_search::{Field, Query};
+use prometheus_client::registry::Registry;
+use time::OffsetDateTime;
+
+use crate::{
+    Bucket, ResourceDocument, ResourceStorage, SearchResult, SearchStorage, Storage, StorageError,
+};
+
+/// `storage`, its operations measured in `registry`.
+pub fn metered(storage: Arc<dyn Storage>, registry: &mut Registry) -> Arc<dyn Storage> {
+    let ops = Operations::new(
+        registry,
+        "karpor_storage",
+        "Resource storage",
+        storage.backend(),
+    );
+    Arc::new(Metered {
+        inner: storage,
+        ops,
+    })
+}
+
+struct Metered {
+    inner: Arc<dyn Storage>,
+    ops: Operations,
+}
+
+#[async_trait]
+impl ResourceStorage for Metered {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    async fn ping(&self) -> Result<(), StorageError> {
+        self.ops.observe("ping", self.inner.ping()).await
+    }
+
+    async fn upsert(&self, documents: &[ResourceDocument]) -> Result<(), StorageError> {
+        self.ops
+            .observe("write", self.inner.upsert(documents))
+            .await
+    }
+
+    async fn delete(&self, cluster: &str, uid: &str) -> Result<bool, StorageError> {
+        self.ops
+            .observe("delete", self.inner.delete(cluster, uid))
+            .await
+    }
+
+    async fn soft_delete(
+        &self,
+        cluster: &str,
+        uid: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StorageError> {
+        let work = self.inner.soft_delete(cluster, uid, at);
+        self.ops.observe("soft_delete", work).await
+    }
+
+    async fn get(
+        &self,
+        cluster: &str,
+        uid: &str,
+    ) -> Result<Option<ResourceDocument>, StorageError> {
+        self.ops.observe("get", self.inner.get(cluster, uid)).await
+    }
+
+    async fn count(&self, cluster: Option<&str>) -> Result<u64, StorageError> {
+        self.ops.observe("count", self.inner.count(cluster)).await
+    }
+
+    async fn delete_cluster(&self, cluster: &str) -> Result<u64, StorageError> {
+        let work = self.inner.delete_cluster(cluster);
+        self.ops.observe("delete_cluster", work).await
+    }
+
+    async fn purge_unseen(
+        &self,
+        cluster: &str,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        synced_before: OffsetDateTime,
+    ) -> Result<u64, StorageError> {
+        let work = self
+            .inner
+            .purge_unseen(cluster, api_version, kind, namespace, synced_before);
+        self.ops.observe("purge", work).await
+    }
+}
+
+#[async_trait]
+impl SearchStorage for Metered {
+    async fn search(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+    ) -> Result<SearchResult, StorageError> {
+        let work = self.inner.search(query, from, size);
+        self.ops.observe("search", work).await
+    }
+
+    async fn terms(
+        &self,
+        field: &Field,
+        query: &Query,
+        size: usize,
+    ) -> Result<Vec<Bucket>, StorageError> {
+        self.ops
+            .observe("terms", self.inner.terms(field, query, size))
+            .await
+    }
+}
