@@ -142,7 +142,7 @@ impl Run<'_> {
                 a.status == 503 && a.body.contains("[-] Server failed: unreachable")
             })
             .await;
-        let client = traffic::client();
+        let client = self.system.client.clone();
         let asked = Instant::now();
         let write = traffic::write(&client, &self.system.base, "refused-while-down").await;
         assert_eq!(write, Ok(503), "a write while the metadata store is down");

@@ -52,7 +52,7 @@ async fn faults_leave_the_probes_truthful_and_lose_nothing() {
         let system = system::System::start(config, &members).await;
         let mut run = Run {
             config,
-            traffic: traffic::Traffic::start(system.base.clone(), config),
+            traffic: traffic::Traffic::start(system.base.clone(), system.client.clone(), config),
             prober: probe::Prober::new(&system.base),
             system,
             members: &members,

@@ -62,7 +62,8 @@ pub struct System {
     pub karpor: Karpor,
     config: String,
     pub base: String,
-    client: reqwest::Client,
+    /// Sends the local admin token: registration and the traffic's writes need it.
+    pub client: reqwest::Client,
 }
 
 impl System {
@@ -78,13 +79,14 @@ impl System {
         );
         let karpor = Spawn::serve(&config).start();
         let base = karpor.url("");
+        let token = karpor.local_token();
         let system = System {
             metastore,
             storage,
             karpor,
             config,
             base,
-            client: crate::traffic::client(),
+            client: crate::traffic::admin_client(&token),
         };
         for member in members {
             system.register(member).await;

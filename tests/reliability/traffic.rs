@@ -46,11 +46,21 @@ pub struct Traffic {
     task: Option<JoinHandle<()>>,
 }
 
+/// An anonymous client: reads only (anonymous is a guest on loopback).
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
+    builder().build().unwrap()
+}
+
+/// A client that sends the local admin token, for writes.
+pub fn admin_client(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = format!("Bearer {token}").parse().unwrap();
+    headers.insert(reqwest::header::AUTHORIZATION, value);
+    builder().default_headers(headers).build().unwrap()
+}
+
+fn builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder().timeout(Duration::from_secs(10))
 }
 
 /// A write: create resource group rule `name`.
@@ -78,7 +88,7 @@ pub async fn search(client: &reqwest::Client, base: &str) -> Result<u16, String>
 }
 
 impl Traffic {
-    pub fn start(base: String, tag: &str) -> Traffic {
+    pub fn start(base: String, client: reqwest::Client, tag: &str) -> Traffic {
         let ledger = Arc::new(Ledger::default());
         let gate = Arc::new(RwLock::new(()));
         let stop = CancellationToken::new();
@@ -86,7 +96,6 @@ impl Traffic {
             let (ledger, gate, stop, tag) =
                 (ledger.clone(), gate.clone(), stop.clone(), tag.to_owned());
             tokio::spawn(async move {
-                let client = client();
                 for step in 0usize.. {
                     tokio::select! {
                         _ = stop.cancelled() => return,
