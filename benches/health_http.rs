@@ -187,6 +187,7 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
                 metrics: Arc::new(registry),
                 with_ui: true,
                 routes,
+                endpoints: Vec::new(),
                 hosts: AllowedHosts::new(addr, &[]),
                 request_timeout: Duration::from_secs(30),
             });

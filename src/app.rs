@@ -156,6 +156,10 @@ impl Application {
             metrics: Arc::new(registry),
             with_ui: mode == Mode::Serve,
             routes,
+            endpoints: match mode {
+                Mode::Serve => karpor_api::endpoints(),
+                Mode::Syncer => Vec::new(),
+            },
             hosts: AllowedHosts::new(
                 match mode {
                     Mode::Serve => config.server.listen,

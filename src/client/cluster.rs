@@ -92,9 +92,7 @@ async fn dispatch(server: &ServerArgs, command: &ClusterCommand) -> Result<(), F
             println!("cluster {name} updated");
         }
         ClusterCommand::List { output } => {
-            let data = api
-                .call(Method::GET, "/clusters?summary=true", None)
-                .await?;
+            let data = api.call(Method::GET, "/clusters", None).await?;
             let items = data["items"].as_array().cloned().unwrap_or_default();
             print_list(output.format(), &items, &COLUMNS, cluster_name)?;
         }

@@ -9,6 +9,7 @@ mod backend_health;
 mod cli;
 mod cli_daily;
 mod helm_chart;
+mod karpor_contract;
 mod logs;
 mod metadata_cli;
 mod smoke;

@@ -84,14 +84,20 @@ pub(crate) struct Guard {
     pub read_only: bool,
 }
 
-/// The bearer token of a request: `Ok(None)` without an Authorization header.
+/// The bearer token of a request: `Ok(None)` without one. An empty header, or `Bearer`
+/// with nothing after it, counts as absent, as in Karpor (its page sends
+/// `Authorization: ''` when RBAC is off).
 fn bearer(request: &Request) -> Result<Option<&str>, ApiError> {
     let Some(value) = request.headers().get(header::AUTHORIZATION) else {
         return Ok(None);
     };
     let value = value
         .to_str()
-        .map_err(|_| unauthorized("the Authorization header is not text"))?;
+        .map_err(|_| unauthorized("the Authorization header is not text"))?
+        .trim();
+    if value.is_empty() || value.eq_ignore_ascii_case("bearer") {
+        return Ok(None);
+    }
     match value.split_once(' ') {
         Some((scheme, token))
             if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
@@ -135,7 +141,9 @@ pub(crate) async fn guard(
             "a bearer token is required"
         }));
     };
-    let write = !matches!(*request.method(), Method::GET | Method::HEAD);
+    // The AI streams are POSTs that change nothing.
+    let write = !matches!(*request.method(), Method::GET | Method::HEAD)
+        && !request.uri().path().ends_with(crate::ai::STREAM_SUFFIX);
     if write && guard.read_only {
         return ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,

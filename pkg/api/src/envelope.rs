@@ -173,6 +173,10 @@ impl From<StorageError> for ApiError {
 
 pub type ApiResult = Result<Reply, ApiError>;
 
+/// Marks an answer Karpor gives outside the envelope (a stream, a plain-text refusal).
+#[derive(Clone, Copy)]
+pub struct Unenveloped;
+
 /// Unknown routes under the prefix.
 pub async fn not_found() -> ApiError {
     ApiError::not_found("no such route")
@@ -192,6 +196,9 @@ pub async fn envelope(request: Request, next: Next) -> Response {
         .unwrap_or_default()
         .to_owned();
     let response = next.run(request).await;
+    if response.extensions().get::<Unenveloped>().is_some() {
+        return response;
+    }
     let (mut parts, body) = response.into_parts();
     let payload = match parts.extensions.remove::<Payload>() {
         Some(payload) => payload,

@@ -2,15 +2,19 @@
 //! insight and resource groups, behind bearer-token auth with two roles, a read-only
 //! mode and request limits; its OpenAPI document at `/openapi.json`.
 
+mod ai;
 mod auth;
 mod clusters;
 mod config;
 mod envelope;
 mod insight;
 pub mod local_token;
+mod locator;
 mod openapi;
+mod params;
 mod resource_groups;
 mod search;
+mod server_info;
 
 use std::sync::Arc;
 
@@ -64,6 +68,8 @@ fn handlers() -> OpenApiRouter<AppState> {
         .merge(search::routes())
         .merge(insight::routes())
         .merge(resource_groups::routes())
+        .merge(server_info::routes())
+        .merge(ai::routes())
 }
 
 /// The handlers nested under [`PREFIX`] in the document's frame.
@@ -81,7 +87,24 @@ pub fn document() -> serde_json::Value {
     serde_json::to_value(document).unwrap_or_default()
 }
 
-/// The API's routes (under [`PREFIX`]) and `/openapi.json`, to merge into the server's
+/// Every route this crate serves, as `METHOD\tPATH` (Karpor's `/endpoints` lines).
+pub fn endpoints() -> Vec<String> {
+    let document = document();
+    let mut lines = vec![
+        format!("GET\t{}", openapi::PATH),
+        format!("GET\t{}", server_info::SERVER_CONFIGS),
+    ];
+    if let Some(paths) = document["paths"].as_object() {
+        for (path, operations) in paths {
+            for method in operations.as_object().into_iter().flat_map(|o| o.keys()) {
+                lines.push(format!("{}\t{path}", method.to_uppercase()));
+            }
+        }
+    }
+    lines
+}
+
+/// The API's routes (under [`PREFIX`]), `/openapi.json` and `/server-configs`, to merge into the server's
 /// router (which adds request ids and tracing around them).
 pub fn routes(parts: ApiParts) -> Router {
     let state = AppState {
@@ -95,6 +118,7 @@ pub fn routes(parts: ApiParts) -> Router {
         read_only: parts.read_only,
     };
     let limits = parts.limits;
+    let configs = server_info::ServerConfigs::new(parts.read_only, state.storage.backend());
     let api = handlers()
         .fallback(envelope::not_found)
         .with_state(state)
@@ -110,11 +134,13 @@ pub fn routes(parts: ApiParts) -> Router {
         ))
         .layer(axum::middleware::from_fn(envelope::envelope));
     let (api, document) = nested(api);
-    let document = openapi::route(document).layer(TimeoutLayer::with_status_code(
-        StatusCode::SERVICE_UNAVAILABLE,
-        limits.request_timeout,
-    ));
-    api.merge(document)
+    let outside = openapi::route(document)
+        .merge(server_info::server_configs(configs))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            limits.request_timeout,
+        ));
+    api.merge(outside)
 }
 
 #[cfg(test)]

@@ -95,8 +95,11 @@ pub struct NamePath {
 )]
 pub(crate) struct ApiDoc;
 
+/// Where the document is served.
+pub(crate) const PATH: &str = "/openapi.json";
+
 /// `/openapi.json`, serving `document`.
 pub(crate) fn route(document: utoipa::openapi::OpenApi) -> Router {
     let document = serde_json::to_value(document).unwrap_or(Value::Null);
-    Router::new().route("/openapi.json", get(move || async move { Json(document) }))
+    Router::new().route(PATH, get(move || async move { Json(document) }))
 }

@@ -1,5 +1,9 @@
-//! Resource group rules (CRUD) and the groups of a rule: the combinations of its fields'
-//! values among the stored documents, with counts, from term aggregations.
+//! Resource group rules (CRUD, by path as karpor does and with the name in the body as
+//! Karpor does) and the groups of a rule: the combinations of its fields' values among
+//! the stored documents, from term aggregations, as Karpor's `{fields, groups}` with
+//! karpor's counts beside.
+
+use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -7,7 +11,6 @@ use karpor_core::model::{validate_name, ResourceGroupRule};
 use karpor_metastore::Stored;
 use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -17,27 +20,46 @@ use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
 use crate::openapi::{Errors, NamePath};
 use crate::AppState;
 
-/// The fields a rule may group by (those storage can aggregate).
-const FIELDS: [(&str, Field); 4] = [
-    ("cluster", Field::Cluster),
-    ("apiVersion", Field::ApiVersion),
-    ("kind", Field::Kind),
-    ("namespace", Field::Namespace),
-];
 /// Most values per field, and most groups in an answer.
 const BUCKETS: usize = 100;
 const MAX_GROUPS: usize = 1000;
+/// What `DELETE` answers, as Karpor.
+const DELETED: &str = "ResourceGroupRule deleted successfully";
 
 pub(crate) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list))
         .routes(routes!(read, create, update, remove))
+        .routes(routes!(create_named_in_body, update_named_in_body))
         .routes(routes!(groups))
 }
 
+/// A field a rule may group by: `cluster`, `apiVersion`, `kind`, `namespace`, `name`,
+/// `labels.KEY` or `annotations.KEY`.
+fn field(name: &str) -> Option<Field> {
+    if let Some(key) = name.strip_prefix("labels.").filter(|k| !k.is_empty()) {
+        return Some(Field::Label(key.to_owned()));
+    }
+    if let Some(key) = name.strip_prefix("annotations.").filter(|k| !k.is_empty()) {
+        return Some(Field::Annotation(key.to_owned()));
+    }
+    Some(match name {
+        "cluster" => Field::Cluster,
+        "apiVersion" => Field::ApiVersion,
+        "kind" => Field::Kind,
+        "namespace" => Field::Namespace,
+        "name" => Field::Name,
+        _ => return None,
+    })
+}
+
+/// A rule as answered: Karpor's entity (`id`, `name`, `description`, `fields`, times)
+/// and karpor's `version`.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleView {
+    /// The rule's name (Karpor's id is an opaque key; karpor's names are unique).
+    pub id: String,
     pub name: String,
     pub description: String,
     pub fields: Vec<String>,
@@ -50,24 +72,23 @@ pub struct RuleView {
     pub version: i64,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RuleList {
-    pub items: Vec<RuleView>,
-    pub total: usize,
-}
-
-/// A rule's body: the fields to group by, of cluster, apiVersion, kind and namespace.
+/// A rule's body. `name` is the path's (karpor's routes) or the rule's own (Karpor's
+/// `POST`/`PUT /resource-group-rule`).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleBody {
+    pub name: Option<String>,
     #[serde(default)]
     pub description: String,
-    #[schema(example = json!(["namespace", "kind"]))]
+    /// Of `cluster`, `apiVersion`, `kind`, `namespace`, `name`, `labels.KEY`,
+    /// `annotations.KEY`.
+    #[schema(example = json!(["namespace", "labels.app"]))]
     pub fields: Vec<String>,
 }
 
 fn view(rule: Stored<ResourceGroupRule>) -> RuleView {
     RuleView {
+        id: rule.record.name.clone(),
         name: rule.record.name,
         description: rule.record.description,
         fields: rule.record.fields,
@@ -78,7 +99,7 @@ fn view(rule: Stored<ResourceGroupRule>) -> RuleView {
 }
 
 #[utoipa::path(get, path = "/resource-group-rules", operation_id = "listResourceGroupRules", tag = "resource groups",
-    responses((status = 200, body = inline(Envelope<RuleList>)),
+    responses((status = 200, body = inline(Envelope<Vec<RuleView>>), description = "every rule, by name"),
         Errors))]
 pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
     let items: Vec<RuleView> = state
@@ -88,10 +109,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
         .into_iter()
         .map(view)
         .collect();
-    Ok(Reply::ok(RuleList {
-        total: items.len(),
-        items,
-    }))
+    Ok(Reply::ok(items))
 }
 
 #[utoipa::path(get, path = "/resource-group-rule/{name}", operation_id = "getResourceGroupRule", tag = "resource groups",
@@ -102,15 +120,23 @@ pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>
     Ok(Reply::ok(view(find(&state, &name).await?)))
 }
 
+/// The record a body makes, its name being `name` (the body may repeat it, not change it).
 fn record(name: String, body: RuleBody) -> Result<ResourceGroupRule, ApiError> {
     validate_name(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if let Some(named) = &body.name {
+        if *named != name {
+            return Err(ApiError::bad_request(format!(
+                "name {named:?} in the body is not the path's {name:?}"
+            )));
+        }
+    }
     if body.fields.is_empty() {
         return Err(ApiError::bad_request("fields is empty"));
     }
-    for field in &body.fields {
-        if !FIELDS.iter().any(|(n, _)| n == field) {
+    for f in &body.fields {
+        if field(f).is_none() {
             return Err(ApiError::bad_request(format!(
-                "field {field:?}: group by cluster, apiVersion, kind or namespace"
+                "field {f:?}: group by cluster, apiVersion, kind, namespace, name, labels.KEY or annotations.KEY"
             )));
         }
     }
@@ -119,6 +145,14 @@ fn record(name: String, body: RuleBody) -> Result<ResourceGroupRule, ApiError> {
         description: body.description,
         fields: body.fields,
     })
+}
+
+/// The name of a body sent to Karpor's routes.
+fn body_name(body: &RuleBody) -> Result<String, ApiError> {
+    body.name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ApiError::bad_request("name is required"))
 }
 
 #[utoipa::path(post, path = "/resource-group-rule/{name}", operation_id = "createResourceGroupRule", tag = "resource groups",
@@ -142,6 +176,19 @@ pub(crate) async fn create(
     Ok(Reply::created(view(stored)))
 }
 
+#[utoipa::path(post, path = "/resource-group-rule", operation_id = "createResourceGroupRuleByBody", tag = "resource groups",
+    request_body = RuleBody,
+    responses((status = 201, body = inline(Envelope<RuleView>), description = "Karpor's form: the name in the body"),
+        Errors))]
+pub(crate) async fn create_named_in_body(
+    State(state): State<AppState>,
+    Json(body): Json<RuleBody>,
+) -> ApiResult {
+    let name = body_name(&body)?;
+    let stored = state.metastore.create(record(name, body)?).await?;
+    Ok(Reply::created(view(stored)))
+}
+
 #[utoipa::path(put, path = "/resource-group-rule/{name}", operation_id = "updateResourceGroupRule", tag = "resource groups",
     params(NamePath),
     request_body = RuleBody,
@@ -152,7 +199,23 @@ pub(crate) async fn update(
     Path(name): Path<String>,
     Json(body): Json<RuleBody>,
 ) -> ApiResult {
-    let current = find(&state, &name).await?;
+    replace(&state, name, body).await
+}
+
+#[utoipa::path(put, path = "/resource-group-rule", operation_id = "updateResourceGroupRuleByBody", tag = "resource groups",
+    request_body = RuleBody,
+    responses((status = 200, body = inline(Envelope<RuleView>), description = "Karpor's form: the name in the body"),
+        Errors))]
+pub(crate) async fn update_named_in_body(
+    State(state): State<AppState>,
+    Json(body): Json<RuleBody>,
+) -> ApiResult {
+    let name = body_name(&body)?;
+    replace(&state, name, body).await
+}
+
+async fn replace(state: &AppState, name: String, body: RuleBody) -> ApiResult {
+    let current = find(state, &name).await?;
     let stored = state
         .metastore
         .update(record(name, body)?, current.version)
@@ -170,20 +233,43 @@ pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<Strin
         .metastore
         .delete::<ResourceGroupRule>(&name, Some(current.version))
         .await?;
-    Ok(Reply::ok(name))
+    Ok(Reply::ok(DELETED))
 }
 
-/// One group: a value for each of the rule's fields, and how many documents have them.
+/// One group as Karpor answers it: the value of each field, labels and annotations as
+/// maps; a field without a value (the namespace of a cluster-scoped object) is left out.
+#[derive(Debug, Default, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceGroup {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A group with karpor's count: the value of each of the rule's fields, as named there.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Group {
     pub values: BTreeMap<String, String>,
     pub count: u64,
 }
 
+/// Karpor's `{fields, groups}`, and karpor's counted `items` beside.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct GroupList {
-    pub rule: String,
     pub fields: Vec<String>,
+    pub groups: Vec<ResourceGroup>,
+    pub rule: String,
     pub items: Vec<Group>,
     pub total: usize,
 }
@@ -196,8 +282,8 @@ pub(crate) async fn groups(State(state): State<AppState>, Path(name): Path<Strin
     let rule = find(&state, &name).await?.record;
     let mut fields = Vec::new();
     for name in &rule.fields {
-        match FIELDS.iter().find(|(n, _)| n == name) {
-            Some((n, f)) => fields.push((*n, f.clone())),
+        match field(name) {
+            Some(f) => fields.push((name.clone(), f)),
             None => {
                 return Err(ApiError::bad_request(format!(
                     "the rule groups by {name:?}, which cannot be aggregated"
@@ -228,7 +314,7 @@ pub(crate) async fn groups(State(state): State<AppState>, Path(name): Path<Strin
                     value: SearchValue::Text(bucket.key.clone()),
                 });
                 let mut values = values.clone();
-                values.insert((*name).to_owned(), bucket.key);
+                values.insert(name.clone(), bucket.key);
                 next.push((filter, values, bucket.count));
             }
         }
@@ -238,12 +324,36 @@ pub(crate) async fn groups(State(state): State<AppState>, Path(name): Path<Strin
         .into_iter()
         .map(|(_, values, count)| Group { values, count })
         .collect();
+    let groups = items.iter().map(|g| resource_group(&g.values)).collect();
     Ok(Reply::ok(GroupList {
-        rule: rule.name,
         fields: rule.fields,
+        groups,
+        rule: rule.name,
         total: items.len(),
         items,
     }))
+}
+
+fn resource_group(values: &BTreeMap<String, String>) -> ResourceGroup {
+    let mut group = ResourceGroup::default();
+    for (name, value) in values {
+        let value = Some(value.clone()).filter(|v| !v.is_empty());
+        match field(name) {
+            Some(Field::Cluster) => group.cluster = value,
+            Some(Field::ApiVersion) => group.api_version = value,
+            Some(Field::Kind) => group.kind = value,
+            Some(Field::Namespace) => group.namespace = value,
+            Some(Field::Name) => group.name = value,
+            Some(Field::Label(key)) => {
+                group.labels.insert(key, value.unwrap_or_default());
+            }
+            Some(Field::Annotation(key)) => {
+                group.annotations.insert(key, value.unwrap_or_default());
+            }
+            _ => {}
+        }
+    }
+    group
 }
 
 fn not_deleted() -> Expr {

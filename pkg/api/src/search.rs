@@ -1,8 +1,11 @@
-//! `GET /search`: Karpor's SQL dialect (`pattern=sql`, the default) or a keyword, paged.
+//! `GET /search`: Karpor's patterns (`sql`, the default, optionally narrowed by a
+//! `keyword` on name and namespace; `dsl`; `nl` answered as Karpor does without an AI
+//! backend) and karpor's own keyword search (`pattern=keyword`), paged; objects as stored
+//! or as Karpor's `custom-columns`.
 
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -14,34 +17,41 @@ use crate::AppState;
 
 /// Largest page.
 pub const MAX_PAGE_SIZE: u64 = 1000;
+/// A page's size when none (or one Karpor would not take) is given.
+const DEFAULT_PAGE_SIZE: u64 = 10;
 
 pub(crate) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(search))
 }
 
+/// Karpor's parameters, read leniently as Karpor reads them (unknown ones ignored).
 #[derive(Debug, Deserialize, IntoParams)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct SearchParams {
-    /// `select * from resources where ...` (with `pattern=sql`), or the keyword (with
-    /// `pattern=keyword`).
+    /// `select * from resources where ...` (`pattern=sql`), `key=value,...` (`dsl`), or a
+    /// keyword (`pattern=keyword`).
     #[param(example = "select * from resources where kind='ConfigMap'")]
     pub query: Option<String>,
-    /// `sql` (default) or `keyword`.
+    /// `sql` (default), `dsl`, `keyword`, or `nl` (needs an AI backend: refused).
     pub pattern: Option<String>,
-    /// A keyword, anywhere in name, namespace, labels or content (instead of `query`).
+    /// With `sql`: only matches whose name or namespace holds it. Alone: a keyword
+    /// search of names, namespaces, labels and content. Empty: ignored.
     pub keyword: Option<String>,
-    /// From 1 (default 1).
-    pub page: Option<u64>,
-    /// 1 to 1000 (default 10).
-    pub page_size: Option<u64>,
+    /// From 1 (default 1; anything else below is 1).
+    pub page: Option<String>,
+    /// 1 to 1000 (default 10, as for anything that is not a number).
+    pub page_size: Option<String>,
+    /// `origin` (default): the objects; `custom-columns=TITLE:.path,...`: each object
+    /// becomes `{fields: {TITLE: value}, titles: [TITLE...]}`.
+    pub format: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchItem {
     pub cluster: String,
-    /// The object as stored.
+    /// The object as stored (or its custom columns).
     #[schema(value_type = Object)]
     pub object: Value,
     #[serde(with = "time::serde::rfc3339")]
@@ -54,6 +64,9 @@ pub struct SearchItem {
 #[serde(rename_all = "camelCase")]
 pub struct SearchPage {
     pub items: Vec<SearchItem>,
+    /// What was searched: the SQL (with the keyword's condition, as Karpor shows it), the
+    /// DSL text, or the keyword.
+    pub sql_query: String,
     pub total: u64,
     pub current_page: u64,
     pub page_size: u64,
@@ -66,41 +79,62 @@ pub(crate) async fn search(
     State(state): State<AppState>,
     Query(params): Query<SearchParams>,
 ) -> ApiResult {
-    let page = params.page.unwrap_or(1);
-    let page_size = params.page_size.unwrap_or(10);
-    if page == 0 {
-        return Err(ApiError::bad_request("page starts at 1"));
-    }
-    if page_size == 0 || page_size > MAX_PAGE_SIZE {
+    let page = number(&params.page).filter(|p| *p >= 1).unwrap_or(1);
+    let page_size = number(&params.page_size)
+        .filter(|s| *s >= 1)
+        .unwrap_or(DEFAULT_PAGE_SIZE);
+    if page_size > MAX_PAGE_SIZE {
         return Err(ApiError::bad_request(format!(
             "pageSize must be 1 to {MAX_PAGE_SIZE}"
         )));
     }
-    let keyword_mode = match (params.pattern.as_deref(), &params.keyword) {
-        (None | Some("keyword"), Some(_)) | (Some("keyword"), None) => true,
-        (None | Some("sql"), None) => false,
-        (Some("sql"), Some(_)) => {
+    let columns = columns(params.format.as_deref())?;
+    let query_text = params.query.as_deref().filter(|q| !q.trim().is_empty());
+    let keyword = params.keyword.as_deref().filter(|k| !k.trim().is_empty());
+    let bad = |e: karpor_search::SearchError| ApiError::bad_request(e.to_string());
+    let (query, shown) = match (params.pattern.as_deref(), query_text, keyword) {
+        (Some("keyword"), Some(word), None) | (Some("keyword") | None, None, Some(word)) => {
+            (karpor_search::keyword(word).map_err(bad)?, word.to_owned())
+        }
+        (Some("keyword"), Some(_), Some(_)) => {
             return Err(ApiError::bad_request(
-                "keyword is a keyword search: drop pattern=sql, or give query",
+                "give the keyword as query or as keyword, not both",
             ))
         }
-        (Some(other), _) => {
+        (None | Some("sql"), Some(sql), keyword) => {
+            let mut query = karpor_search::parse(sql).map_err(bad)?;
+            let mut shown = sql.to_owned();
+            if let Some(word) = keyword {
+                query = karpor_search::narrow(query, word);
+                let word: String = word.chars().filter(|c| !c.is_whitespace()).collect();
+                // As Karpor shows it (appended), with WHERE when the query had none.
+                let joiner = if sql.to_ascii_lowercase().contains(" where ") {
+                    "AND"
+                } else {
+                    "WHERE"
+                };
+                shown.push_str(&format!(
+                    " {joiner} (name LIKE '%{word}%' OR namespace LIKE '%{word}%')"
+                ));
+            }
+            (query, shown)
+        }
+        (Some("dsl"), text, _) => {
+            let text = text.unwrap_or_default();
+            (karpor_search::dsl(text).map_err(bad)?, text.to_owned())
+        }
+        (Some("nl"), _, _) => {
+            return Err(ApiError::bad_request(
+                "pattern nl (natural language) needs an AI backend, which this server does not have: use sql, dsl or keyword",
+            ))
+        }
+        (Some(other), ..) if !matches!(other, "sql" | "keyword") => {
             return Err(ApiError::bad_request(format!(
-                "pattern {other:?}: use sql or keyword"
+                "pattern {other:?}: use sql, dsl, keyword or nl"
             )))
         }
+        _ => return Err(ApiError::bad_request("query (or keyword) is required")),
     };
-    let text = match (&params.query, &params.keyword) {
-        (Some(_), Some(_)) => return Err(ApiError::bad_request("give query or keyword, not both")),
-        (Some(text), None) | (None, Some(text)) => text,
-        (None, None) => return Err(ApiError::bad_request("query (or keyword) is required")),
-    };
-    let parsed = if keyword_mode {
-        karpor_search::keyword(text)
-    } else {
-        karpor_search::parse(text)
-    };
-    let query = parsed.map_err(|e| ApiError::bad_request(e.to_string()))?;
     let from = (page - 1).saturating_mul(page_size);
     let result = state.storage.search(&query, from, page_size).await?;
     Ok(Reply::ok(SearchPage {
@@ -109,13 +143,71 @@ pub(crate) async fn search(
             .into_iter()
             .map(|d| SearchItem {
                 cluster: d.cluster,
-                object: d.object,
+                object: match &columns {
+                    Some(columns) => custom_columns(&d.object, columns),
+                    None => d.object,
+                },
                 sync_at: d.sync_at,
                 deleted: d.deleted,
             })
             .collect(),
+        sql_query: shown,
         total: result.total,
         current_page: page,
         page_size,
     }))
+}
+
+/// A whole number, or nothing for anything else (as Karpor's `Atoi` with a default).
+fn number(text: &Option<String>) -> Option<u64> {
+    text.as_deref().and_then(|t| t.trim().parse().ok())
+}
+
+/// A custom column: its title and the path of keys to its value.
+type Column = (String, Vec<String>);
+
+/// `custom-columns=TITLE:.path,...` as columns; `None` for `origin`.
+fn columns(format: Option<&str>) -> Result<Option<Vec<Column>>, ApiError> {
+    let format = match format {
+        None | Some("") | Some("origin") => return Ok(None),
+        Some(f) => f,
+    };
+    let Some(spec) = format.strip_prefix("custom-columns=") else {
+        return Err(ApiError::bad_request(format!(
+            "unsupported format: {format} (origin or custom-columns=TITLE:.path,...)"
+        )));
+    };
+    let mut columns = Vec::new();
+    for column in spec.split(',').filter(|c| !c.is_empty()) {
+        let Some((title, path)) = column.split_once(':') else {
+            return Err(ApiError::bad_request(format!(
+                "custom column {column:?} is not TITLE:.path"
+            )));
+        };
+        let path = path.trim_start_matches('{').trim_end_matches('}');
+        let segments = path
+            .split('.')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        columns.push((title.to_owned(), segments));
+    }
+    Ok(Some(columns))
+}
+
+fn custom_columns(object: &Value, columns: &[Column]) -> Value {
+    let mut fields = Map::new();
+    for (title, path) in columns {
+        let value = path
+            .iter()
+            .try_fold(object, |at, key| at.get(key))
+            .cloned()
+            .unwrap_or(Value::Null);
+        fields.insert(title.clone(), value);
+    }
+    let titles: Vec<Value> = columns
+        .iter()
+        .map(|(t, _)| Value::String(t.clone()))
+        .collect();
+    serde_json::json!({"fields": fields, "titles": titles})
 }

@@ -20,6 +20,9 @@ struct RouteState {
     admin_token: Option<Arc<str>>,
 }
 
+/// The health routes' paths, as registered (`/endpoints` lists them).
+pub const PATHS: [&str; 4] = ["/livez", "/livez/{*check}", "/readyz", "/readyz/{*check}"];
+
 /// The health routes, to be merged into the process's router. `admin_token` unlocks raw
 /// failure details on the `/{check}` sub-paths.
 pub fn routes(checker: HealthChecker, admin_token: Option<String>) -> Router {
@@ -28,11 +31,11 @@ pub fn routes(checker: HealthChecker, admin_token: Option<String>) -> Router {
         admin_token: admin_token.map(Arc::from),
     };
     Router::new()
-        .route("/livez", get(livez))
+        .route(PATHS[0], get(livez))
         // A wildcard: `Cluster/prod` is matched unencoded as well as encoded.
-        .route("/livez/{*check}", get(livez_one))
-        .route("/readyz", get(readyz))
-        .route("/readyz/{*check}", get(readyz_one))
+        .route(PATHS[1], get(livez_one))
+        .route(PATHS[2], get(readyz))
+        .route(PATHS[3], get(readyz_one))
         .with_state(state)
 }
 

@@ -8,6 +8,7 @@ mod client;
 mod describe;
 mod exec;
 pub mod kubeconfig;
+pub mod quantity;
 mod yaml;
 
 use std::sync::{Arc, OnceLock};

@@ -24,10 +24,11 @@ use prometheus_client::registry::{Registry, Unit};
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// Where the metrics are served.
+pub(crate) const PATH: &str = "/metrics";
+
 pub fn routes(registry: Arc<Registry>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .with_state(registry)
+    Router::new().route(PATH, get(metrics)).with_state(registry)
 }
 
 async fn metrics(State(registry): State<Arc<Registry>>) -> Response {

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::Html;
 use axum::routing::get;
@@ -17,6 +18,9 @@ use crate::guard::{self, AllowedHosts};
 use crate::metrics::HttpMetrics;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// Karpor's route listing: sorted `METHOD\tPATH` lines.
+const ENDPOINTS: &str = "/endpoints";
+const PAGE: &str = "/";
 const PLACEHOLDER_PAGE: &str = include_str!("../../../ui-placeholder/index.html");
 
 /// What a process's router is made of.
@@ -29,6 +33,8 @@ pub struct RouterParts {
     pub with_ui: bool,
     /// The process's own routes (the REST API), behind the same request id and tracing.
     pub routes: Router,
+    /// `routes`' `METHOD\tPATH` lines, listed by `/endpoints` with this crate's own.
+    pub endpoints: Vec<String>,
     /// The names a request's `Host` may carry (probes and metrics excepted).
     pub hosts: AllowedHosts,
     /// Every request counted and timed.
@@ -39,11 +45,23 @@ pub struct RouterParts {
 }
 
 pub fn router(parts: RouterParts) -> Router {
+    let mut endpoints = parts.endpoints;
+    endpoints.extend(karpor_health::PATHS.iter().map(|p| format!("GET\t{p}")));
+    endpoints.push(format!("GET\t{}", crate::metrics::PATH));
+    endpoints.push(format!("GET\t{ENDPOINTS}"));
     let mut own = karpor_health::routes(parts.health, parts.admin_token)
         .merge(crate::metrics::routes(parts.metrics));
     if parts.with_ui {
-        own = own.route("/", get(|| async { Html(PLACEHOLDER_PAGE) }));
+        own = own.route(PAGE, get(|| async { Html(PLACEHOLDER_PAGE) }));
+        endpoints.push(format!("GET\t{PAGE}"));
     }
+    endpoints.sort();
+    endpoints.dedup();
+    let listing = endpoints.join("\n") + "\n";
+    let own = own.route(
+        ENDPOINTS,
+        get(move || async move { ([(CONTENT_TYPE, "text/plain; charset=utf-8")], listing) }),
+    );
     // These read no body; the health routes answer within their own deadline, below this.
     let own = own.layer(TimeoutLayer::with_status_code(
         StatusCode::SERVICE_UNAVAILABLE,

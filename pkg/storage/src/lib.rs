@@ -126,8 +126,22 @@ impl<T: ResourceStorage + SearchStorage> Storage for T {}
 pub fn aggregatable(field: &Field) -> bool {
     matches!(
         field,
-        Field::Cluster | Field::ApiVersion | Field::Kind | Field::Namespace
+        Field::Cluster
+            | Field::ApiVersion
+            | Field::Kind
+            | Field::Namespace
+            | Field::Name
+            | Field::Label(_)
+            | Field::Annotation(_)
     )
+}
+
+/// Why a field cannot be counted by, for both backends.
+pub(crate) fn not_aggregatable(field: &Field) -> StorageError {
+    StorageError::Invalid(format!(
+        "cannot count by {}: use cluster, apiVersion, kind, namespace, name, labels.KEY or annotations.KEY",
+        field.column()
+    ))
 }
 
 /// Opens the configured backend. Elasticsearch is reached lazily (its index is created on

@@ -325,6 +325,10 @@ async fn term_aggregations_agree() {
         (Field::Namespace, &all),
         (Field::Cluster, &pods),
         (Field::ApiVersion, &all),
+        (Field::Name, &pods),
+        (Field::Label("app".into()), &all),
+        (Field::Label("app".into()), &pods),
+        (Field::Label("app.kubernetes.io/name".into()), &all),
     ] {
         let reference: Vec<Bucket> = backends[0].storage.terms(&field, query, 10).await.unwrap();
         assert!(!reference.is_empty());
@@ -335,7 +339,8 @@ async fn term_aggregations_agree() {
         }
     }
     for b in &backends {
-        assert!(b.storage.terms(&Field::Name, &all, 10).await.is_err());
+        assert!(b.storage.terms(&Field::Uid, &all, 10).await.is_err());
+        assert!(b.storage.terms(&Field::SyncAt, &all, 10).await.is_err());
     }
 }
 

@@ -97,8 +97,13 @@ impl HealthReporter for ClusterCheck {
                 _ => CheckOutcome::Pass,
             };
         };
+        let asked = std::time::Instant::now();
         match client.apiserver_version().await {
-            Ok(_) => CheckOutcome::Pass,
+            Ok(version) => {
+                let latency = asked.elapsed().as_millis() as u64;
+                self.progress.server_answered(version.git_version, latency);
+                CheckOutcome::Pass
+            }
             Err(e) => CheckOutcome::fail(crate::reason::of_kube(&e), karpor_kube::describe(&e)),
         }
     }

@@ -45,6 +45,8 @@ pub struct ClusterProgress {
     initially_synced: AtomicBool,
     objects: AtomicU64,
     last_event_ms: AtomicI64,
+    /// The API server's version and how long asking for it took, at the last check.
+    server: RwLock<Option<(String, u64)>>,
     metrics: SyncMetrics,
 }
 
@@ -56,6 +58,10 @@ pub struct ClusterSnapshot {
     /// Documents written since the syncer started this cluster.
     pub objects_synced: u64,
     pub last_event: Option<OffsetDateTime>,
+    /// The API server's `gitVersion` at its last health check.
+    pub server_version: Option<String>,
+    /// How long that check's `/version` took, in milliseconds.
+    pub latency_ms: Option<u64>,
 }
 
 impl ClusterProgress {
@@ -66,6 +72,7 @@ impl ClusterProgress {
             initially_synced: AtomicBool::new(false),
             objects: AtomicU64::new(0),
             last_event_ms: AtomicI64::new(0),
+            server: RwLock::new(None),
             metrics,
         };
         progress
@@ -116,8 +123,18 @@ impl ClusterProgress {
         self.metrics.objects_written(&self.name, n);
     }
 
+    /// What the cluster's health check learnt of its API server.
+    pub fn server_answered(&self, version: String, latency_ms: u64) {
+        *self.server.write().unwrap_or_else(PoisonError::into_inner) = Some((version, latency_ms));
+    }
+
     pub fn snapshot(&self) -> ClusterSnapshot {
         let ms = self.last_event_ms.load(Ordering::Relaxed);
+        let server = self
+            .server
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         ClusterSnapshot {
             name: self.name.clone(),
             state: self.state(),
@@ -125,6 +142,8 @@ impl ClusterProgress {
             last_event: (ms > 0)
                 .then(|| OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok())
                 .flatten(),
+            server_version: server.as_ref().map(|(v, _)| v.clone()),
+            latency_ms: server.map(|(_, l)| l),
         }
     }
 }

@@ -1,101 +1,70 @@
-//! Clusters: list, get, create, update, delete; a kubeconfig's upload (parse only) and
-//! validation (reach the API server). Responses carry the kubeconfig masked.
+//! Clusters: list (or Karpor's health summary), get (object or YAML), create, update,
+//! delete; a kubeconfig's upload and validation (`kubeconfigs.rs`). Answers are Karpor's
+//! Cluster resources with karpor's fields beside (`view.rs`).
+
+mod kubeconfigs;
+mod view;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use axum::extract::{Multipart, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use karpor_core::model::{
     validate_name, Cluster, Kubeconfig as StoredKubeconfig, MAX_KUBECONFIG_BYTES,
 };
+use karpor_kube::kubeconfig;
 use karpor_metastore::Stored;
 use karpor_syncer::SyncState;
 use serde::{Deserialize, Serialize};
-use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use karpor_kube::kubeconfig;
-use karpor_kube::{ContextInfo, Summary, Timeouts};
-
 use crate::auth::Principal;
 use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
 use crate::openapi::{Errors, NamePath};
+use crate::params::{lenient_bool, Format};
 use crate::{AppState, Role};
+
+pub use view::ClusterView;
 
 /// The document's example: a kubeconfig whose server is closed.
 const EXAMPLE_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: example}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
 
-/// How long a cluster's document count may take before it is answered unknown.
-const COUNT_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// How long validation may take to reach a cluster's API server.
-const VALIDATE_TIMEOUT: Duration = Duration::from_secs(5);
+/// What `DELETE /cluster/{name}` answers, as Karpor.
+const DELETED: &str = "Cluster deleted";
 
 /// One path per `routes!`: a `routes!` of several paths registers every method at each.
 pub(crate) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list))
         .routes(routes!(read, create, update, remove))
-        .routes(routes!(upload))
-        .routes(routes!(validate))
+        .routes(routes!(kubeconfigs::upload))
+        .routes(routes!(kubeconfigs::validate))
 }
 
-/// A cluster as the API shows it: the kubeconfig masked, with its sync status.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterView {
-    pub name: String,
-    pub display_name: String,
-    pub description: String,
-    pub labels: BTreeMap<String, String>,
-    /// The stored kubeconfig with every credential replaced by `******`: for admins
-    /// only, and not in a summary list.
-    pub kube_config: Option<String>,
-    pub kubeconfig_summary: Option<Summary>,
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: OffsetDateTime,
-    /// The record's version in the metadata store.
-    pub version: i64,
-    pub sync_status: SyncView,
-}
-
-/// A cluster's sync status.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SyncView {
-    /// `pending`, `syncing`, `synced`, `error`, or `unknown` (the syncer runs in another
-    /// process, or has not picked the cluster up yet).
-    pub state: String,
-    /// The reason code of `error`.
-    pub reason: Option<String>,
-    /// Documents written since the syncer started the cluster.
-    pub objects_synced: Option<u64>,
-    #[serde(with = "time::serde::rfc3339::option")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub last_event: Option<OffsetDateTime>,
-    /// Documents in storage for the cluster now (null when storage cannot say).
-    pub objects_stored: Option<u64>,
-}
-
+/// Karpor's query parameters, and karpor's (unknown ones are ignored, as Karpor does).
 #[derive(Debug, Deserialize, IntoParams)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
-    /// Leave the kubeconfig out.
-    #[serde(default)]
+    /// `true`: answer the health summary (`totalCount`, `healthyCount`, ...) instead of
+    /// the list. Read as Karpor reads booleans: anything but `1`/`t`/`true` is false.
+    #[serde(default, deserialize_with = "lenient_bool")]
+    #[param(value_type = Option<String>)]
     pub summary: bool,
-    /// `name` (default), `displayName`, `createdAt` or `updatedAt`.
+    /// `name` (default), `timestamp` (creation), `displayName`, `createdAt` or
+    /// `updatedAt`; anything else is `name`, as Karpor.
     pub order_by: Option<String>,
-    #[serde(default)]
+    /// `true`: newest or last first (read as `summary` is).
+    #[serde(default, deserialize_with = "lenient_bool")]
+    #[param(value_type = Option<String>)]
     pub descending: bool,
+    /// What Karpor's page sends when it sorts upwards: over `descending`.
+    #[serde(default, deserialize_with = "lenient_bool")]
+    #[param(value_type = Option<String>)]
+    pub ascending: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -104,10 +73,31 @@ pub struct ClusterList {
     pub total: usize,
 }
 
+/// Karpor's `?summary=true` answer: which clusters are healthy.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSummary {
+    pub total_count: usize,
+    pub healthy_count: usize,
+    pub healthy_clusters: Vec<String>,
+    pub unhealthy_count: usize,
+    pub unhealthy_clusters: Vec<String>,
+}
+
+/// The list, or with `summary=true` the health summary.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ClusterListAnswer {
+    List(ClusterList),
+    Summary(ClusterSummary),
+}
+
 /// A cluster's body; `kubeConfig` is required to create.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterBody {
+    /// The path's name, which Karpor's page sends again; another name is refused.
+    pub name: Option<String>,
     pub display_name: Option<String>,
     pub description: Option<String>,
     pub labels: Option<BTreeMap<String, String>>,
@@ -127,6 +117,14 @@ impl ClusterBody {
         record: &mut Cluster,
         context: Option<String>,
     ) -> Result<(), ApiError> {
+        if let Some(name) = &self.name {
+            if *name != record.name {
+                return Err(ApiError::bad_request(format!(
+                    "name {name:?} in the body is not the path's {:?}",
+                    record.name
+                )));
+            }
+        }
         let context = context.or(self.context);
         if let Some(v) = self.display_name {
             record.display_name = v;
@@ -154,15 +152,21 @@ impl ClusterBody {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ContextParam {
     /// The kubeconfig's context to keep (over the body's `context`).
     pub context: Option<String>,
 }
 
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FormatParam {
+    /// `yaml`: `data` is the cluster as a YAML string.
+    pub format: Option<String>,
+}
+
 #[utoipa::path(get, path = "/clusters", operation_id = "listClusters", tag = "clusters", params(ListParams),
-    responses((status = 200, body = inline(Envelope<ClusterList>)),
+    responses((status = 200, body = inline(Envelope<ClusterListAnswer>)),
         Errors))]
 pub(crate) async fn list(
     State(state): State<AppState>,
@@ -171,40 +175,66 @@ pub(crate) async fn list(
 ) -> ApiResult {
     let mut clusters = state.metastore.list_all::<Cluster>().await?;
     match params.order_by.as_deref().unwrap_or("name") {
-        "name" => {}
         "displayName" => clusters.sort_by(|a, b| a.record.display_name.cmp(&b.record.display_name)),
-        "createdAt" => clusters.sort_by_key(|c| c.created_at),
+        "createdAt" | "timestamp" => clusters.sort_by_key(|c| c.created_at),
         "updatedAt" => clusters.sort_by_key(|c| c.updated_at),
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "orderBy {other:?}: use name, displayName, createdAt or updatedAt"
-            )))
-        }
+        // The store lists by name.
+        _ => {}
     }
-    if params.descending {
+    if params.descending && !params.ascending {
         clusters.reverse();
     }
-    let summary = params.summary || by.role < Role::Admin;
-    let items = futures::future::join_all(clusters.iter().map(|c| view(&state, c, summary))).await;
-    Ok(Reply::ok(ClusterList {
+    if params.summary {
+        return Ok(Reply::ok(summary(&state, &clusters).await));
+    }
+    let with_kubeconfig = by.role == Role::Admin;
+    let items = futures::future::join_all(
+        clusters
+            .iter()
+            .map(|c| view::view(&state, c, with_kubeconfig)),
+    )
+    .await;
+    Ok(Reply::ok(ClusterListAnswer::List(ClusterList {
         total: items.len(),
         items,
-    }))
+    })))
+}
+
+/// Healthy: the syncer reaches the cluster (synced or syncing). Without a syncer in this
+/// process, its sync state is unknown and the cluster counts as unhealthy.
+async fn summary(state: &AppState, clusters: &[Stored<Cluster>]) -> ClusterListAnswer {
+    let (mut healthy, mut unhealthy) = (Vec::new(), Vec::new());
+    for cluster in clusters {
+        let name = cluster.record.name.clone();
+        let state = state.sync.as_ref().and_then(|s| s.cluster(&name));
+        match state.map(|s| s.state) {
+            Some(SyncState::Synced | SyncState::Syncing) => healthy.push(name),
+            _ => unhealthy.push(name),
+        }
+    }
+    ClusterListAnswer::Summary(ClusterSummary {
+        total_count: clusters.len(),
+        healthy_count: healthy.len(),
+        healthy_clusters: healthy,
+        unhealthy_count: unhealthy.len(),
+        unhealthy_clusters: unhealthy,
+    })
 }
 
 #[utoipa::path(get, path = "/cluster/{name}", operation_id = "getCluster", tag = "clusters",
-    params(NamePath),
-    responses((status = 200, body = inline(Envelope<ClusterView>)),
+    params(NamePath, FormatParam),
+    responses((status = 200, body = inline(Envelope<ClusterView>),
+        description = "the cluster; with `format=yaml`, `data` is its YAML as a string"),
         Errors))]
 pub(crate) async fn read(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
     Path(name): Path<String>,
+    Query(format): Query<FormatParam>,
 ) -> ApiResult {
     let cluster = find(&state, &name).await?;
-    Ok(Reply::ok(
-        view(&state, &cluster, by.role < Role::Admin).await,
-    ))
+    let view = view::view(&state, &cluster, by.role == Role::Admin).await;
+    Format::parse(format.format.as_deref())?.reply(&view)
 }
 
 #[utoipa::path(post, path = "/cluster/{name}", operation_id = "createCluster", tag = "clusters",
@@ -239,7 +269,7 @@ pub(crate) async fn create(
     body.apply_to(&state, &mut record, param.context).await?;
     let stored = state.metastore.create(record).await?;
     tracing::info!(cluster = %stored.record.name, by = %by.name, "cluster registered");
-    Ok(Reply::created(view(&state, &stored, false).await))
+    Ok(Reply::created(view::view(&state, &stored, true).await))
 }
 
 #[utoipa::path(put, path = "/cluster/{name}", operation_id = "updateCluster", tag = "clusters",
@@ -259,12 +289,12 @@ pub(crate) async fn update(
     body.apply_to(&state, &mut record, param.context).await?;
     let stored = state.metastore.update(record, current.version).await?;
     tracing::info!(cluster = %name, by = %by.name, "cluster updated");
-    Ok(Reply::ok(view(&state, &stored, false).await))
+    Ok(Reply::ok(view::view(&state, &stored, true).await))
 }
 
 #[utoipa::path(delete, path = "/cluster/{name}", operation_id = "deleteCluster", tag = "clusters",
     params(NamePath),
-    responses((status = 200, body = inline(Envelope<String>)),
+    responses((status = 200, body = inline(Envelope<String>), description = "`Cluster deleted`"),
         Errors))]
 pub(crate) async fn remove(
     State(state): State<AppState>,
@@ -277,113 +307,7 @@ pub(crate) async fn remove(
         .delete::<Cluster>(&name, Some(current.version))
         .await?;
     tracing::info!(cluster = %name, by = %by.name, "cluster deregistered");
-    Ok(Reply::ok(name))
-}
-
-/// What an uploaded kubeconfig holds (never its credentials).
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct UploadView {
-    pub file_name: String,
-    pub file_size: usize,
-    pub current_context: Option<String>,
-    pub contexts: Vec<ContextInfo>,
-}
-
-#[derive(ToSchema)]
-#[allow(dead_code)] // the multipart form, for the document only
-pub struct UploadForm {
-    /// The kubeconfig file (at most 2 MiB).
-    #[schema(format = Binary, content_media_type = "application/octet-stream")]
-    file: String,
-}
-
-#[utoipa::path(post, path = "/cluster/config/file", operation_id = "uploadKubeconfig", tag = "clusters",
-    request_body(content = UploadForm, content_type = "multipart/form-data"),
-    responses((status = 200, body = inline(Envelope<UploadView>)),
-        Errors))]
-pub(crate) async fn upload(mut form: Multipart) -> ApiResult {
-    let bad = |e: axum::extract::multipart::MultipartError| {
-        ApiError::new(
-            e.status(),
-            format!("the upload is not a readable form: {}", e.body_text()),
-        )
-    };
-    while let Some(field) = form.next_field().await.map_err(bad)? {
-        if field.name() != Some("file") {
-            continue;
-        }
-        let file_name = field.file_name().unwrap_or_default().to_owned();
-        let bytes = field.bytes().await.map_err(bad)?;
-        if bytes.len() > MAX_KUBECONFIG_BYTES {
-            return Err(too_large(bytes.len()));
-        }
-        let text = String::from_utf8(bytes.to_vec())
-            .map_err(|_| ApiError::bad_request("the kubeconfig is not UTF-8 text"))?;
-        let config = karpor_kube::parse_off_runtime(text)
-            .await
-            .map_err(bad_kubeconfig)?;
-        return Ok(Reply::ok(UploadView {
-            file_name,
-            file_size: bytes.len(),
-            current_context: config.current_context.clone(),
-            contexts: kubeconfig::contexts(&config),
-        }));
-    }
-    Err(ApiError::bad_request("the form has no `file` field"))
-}
-
-/// A kubeconfig to check.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ValidateBody {
-    #[schema(example = json!(EXAMPLE_KUBECONFIG))]
-    pub kube_config: String,
-    pub context: Option<String>,
-}
-
-/// What the API server said.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ValidateView {
-    pub summary: Summary,
-    pub git_version: String,
-    pub platform: String,
-}
-
-#[utoipa::path(post, path = "/cluster/config/validate", operation_id = "validateKubeconfig", tag = "clusters",
-    request_body = ValidateBody,
-    responses((status = 200, body = inline(Envelope<ValidateView>)),
-        Errors))]
-pub(crate) async fn validate(
-    State(state): State<AppState>,
-    Json(body): Json<ValidateBody>,
-) -> ApiResult {
-    let selected = minify(&state, body.kube_config, body.context.as_deref()).await?;
-    let summary = kubeconfig::summary(&selected);
-    let unreachable = |why: String| {
-        ApiError::bad_request(format!(
-            "cannot reach the API server at {}: {why}",
-            summary.server
-        ))
-    };
-    let timeouts = Timeouts {
-        connect: VALIDATE_TIMEOUT,
-        read: Some(VALIDATE_TIMEOUT),
-    };
-    let client = karpor_kube::build(selected.clone(), &state.exec, timeouts)
-        .await
-        .map_err(|e| ApiError::bad_request(e.to_string()))?
-        .client;
-    let version = tokio::time::timeout(VALIDATE_TIMEOUT, client.apiserver_version())
-        .await
-        .map_err(|_| unreachable(format!("no answer within {VALIDATE_TIMEOUT:?}")))?
-        .map_err(|e| unreachable(karpor_kube::describe(&e)))?;
-    Ok(Reply::ok(ValidateView {
-        summary,
-        git_version: version.git_version,
-        platform: version.platform,
-    }))
+    Ok(Reply::ok(DELETED))
 }
 
 fn too_large(size: usize) -> ApiError {
@@ -422,51 +346,4 @@ async fn find(state: &AppState, name: &str) -> Result<Stored<Cluster>, ApiError>
         .get::<Cluster>(name)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("cluster {name:?} not found")))
-}
-
-/// A cluster as answered; `summary` leaves the (masked) kubeconfig out, as for guests.
-async fn view(state: &AppState, cluster: &Stored<Cluster>, summary: bool) -> ClusterView {
-    let record = &cluster.record;
-    let snapshot = state.sync.as_ref().and_then(|s| s.cluster(&record.name));
-    // The record is the metadata store's: storage only adds a count, and a slow or
-    // dead storage leaves it unknown rather than holding the answer.
-    let count = tokio::time::timeout(COUNT_TIMEOUT, state.storage.count(Some(&record.name)));
-    let objects_stored = match count.await {
-        Ok(Ok(n)) => Some(n),
-        Ok(Err(e)) => {
-            tracing::debug!(error = %e, "cannot count a cluster's documents");
-            None
-        }
-        Err(_) => None,
-    };
-    let parsed = karpor_kube::parse_off_runtime(record.kubeconfig.0.clone())
-        .await
-        .ok();
-    ClusterView {
-        name: record.name.clone(),
-        display_name: record.display_name.clone(),
-        description: record.description.clone(),
-        labels: record.labels.clone(),
-        kube_config: match (&parsed, summary) {
-            (Some(config), false) => Some(kubeconfig::to_yaml(&kubeconfig::mask(config))),
-            _ => None,
-        },
-        kubeconfig_summary: parsed.as_ref().map(kubeconfig::summary),
-        created_at: cluster.created_at,
-        updated_at: cluster.updated_at,
-        version: cluster.version,
-        sync_status: SyncView {
-            state: snapshot
-                .as_ref()
-                .map_or("unknown", |s| s.state.as_str())
-                .to_owned(),
-            reason: snapshot.as_ref().and_then(|s| match &s.state {
-                SyncState::Error(reason) => Some(reason.to_string()),
-                _ => None,
-            }),
-            objects_synced: snapshot.as_ref().map(|s| s.objects_synced),
-            last_event: snapshot.as_ref().and_then(|s| s.last_event),
-            objects_stored,
-        },
-    }
 }

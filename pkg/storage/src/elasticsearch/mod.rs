@@ -78,6 +78,10 @@ async fn success(response: Response, what: &str) -> Result<Json, StorageError> {
     }
 }
 
+/// Pairs counted when grouping by a label or an annotation: the documents that have the
+/// key also have others, whose pairs come back too and are dropped.
+const MAP_PAIRS: usize = 10_000;
+
 /// A time as the index stores it (the one place times are formatted for Elasticsearch).
 fn rfc3339_text(t: OffsetDateTime) -> String {
     t.format(&Rfc3339).unwrap_or_default()
@@ -508,18 +512,26 @@ impl SearchStorage for ElasticStorage {
         size: usize,
     ) -> Result<Vec<Bucket>, StorageError> {
         if !aggregatable(field) {
-            return Err(StorageError::Invalid(format!(
-                "cannot count by {}: use cluster, apiVersion, kind or namespace",
-                field.column()
-            )));
+            return Err(crate::not_aggregatable(field));
         }
         self.ready().await?;
+        // A map's values are `key=value` pairs in one keyword field: count the pairs of
+        // the documents that have the key, then keep that key's.
+        let (aggregated, prefix, wanted) = match field {
+            Field::Label(key) => ("labelPairs", Some(format!("{key}=")), MAP_PAIRS),
+            Field::Annotation(key) => ("annotationPairs", Some(format!("{key}=")), MAP_PAIRS),
+            other => (translate::sort_field(other), None, size),
+        };
+        let mut filter = translate::filter(&query.filter);
+        if let Some(prefix) = &prefix {
+            filter = json!({"bool": {"filter": [filter, {"prefix": {aggregated: prefix}}]}});
+        }
         let body = json!({
             "size": 0,
-            "query": translate::filter(&query.filter),
+            "query": filter,
             "aggs": {"terms": {"terms": {
-                "field": translate::sort_field(field),
-                "size": size,
+                "field": aggregated,
+                "size": wanted,
                 "order": [{"_count": "desc"}, {"_key": "asc"}]
             }}}
         });
@@ -528,12 +540,22 @@ impl SearchStorage for ElasticStorage {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        Ok(buckets
+        let mut found: Vec<Bucket> = buckets
             .iter()
-            .map(|b| Bucket {
-                key: b["key"].as_str().unwrap_or_default().to_owned(),
-                count: b["doc_count"].as_u64().unwrap_or(0),
+            .filter_map(|b| {
+                let key = b["key"].as_str().unwrap_or_default();
+                let key = match &prefix {
+                    Some(prefix) => key.strip_prefix(prefix.as_str())?,
+                    None => key,
+                };
+                Some(Bucket {
+                    key: key.to_owned(),
+                    count: b["doc_count"].as_u64().unwrap_or(0),
+                })
             })
-            .collect())
+            .collect();
+        found.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+        found.truncate(size);
+        Ok(found)
     }
 }

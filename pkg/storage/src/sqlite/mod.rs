@@ -369,28 +369,44 @@ impl SearchStorage for SqliteStorage {
         size: usize,
     ) -> Result<Vec<Bucket>, StorageError> {
         if !aggregatable(field) {
-            return Err(StorageError::Invalid(format!(
-                "cannot count by {}: use cluster, apiVersion, kind or namespace",
-                field.column()
-            )));
+            return Err(crate::not_aggregatable(field));
         }
-        // A fixed column name, and a filter of karpor's own SQL with every value bound.
-        let column = sort_column(field);
+        // Fixed table and column names, and a filter of karpor's own SQL with every
+        // value bound (a map's key first: it comes first in the text).
         let mut sql = Sql::default();
         filter(&query.filter, &mut sql);
-        let mut params = sql.params;
+        let (statement, mut params) = match field {
+            Field::Label(key) | Field::Annotation(key) => {
+                let table = if matches!(field, Field::Label(_)) {
+                    "resource_labels"
+                } else {
+                    "resource_annotations"
+                };
+                let statement = format!(
+                    "SELECT p.value AS k, count(*) AS c FROM resources r \
+                     JOIN {table} p ON p.doc = r.rowid WHERE p.key = ? AND ({}) \
+                     GROUP BY p.value ORDER BY c DESC, k ASC LIMIT ?",
+                    sql.text
+                );
+                let mut params = vec![Param::Text(key.clone())];
+                params.extend(sql.params);
+                (statement, params)
+            }
+            _ => {
+                let column = sort_column(field);
+                let statement = format!(
+                    "SELECT {column} AS k, count(*) AS c FROM resources r WHERE {} \
+                     GROUP BY {column} ORDER BY c DESC, k ASC LIMIT ?",
+                    sql.text
+                );
+                (statement, sql.params)
+            }
+        };
         params.push(Param::Int(i64::try_from(size).unwrap_or(i64::MAX)));
-        let rows = sqlx::query_with(
-            AssertSqlSafe(format!(
-                "SELECT {column} AS k, count(*) AS c FROM resources r WHERE {} \
-                 GROUP BY {column} ORDER BY c DESC, k ASC LIMIT ?",
-                sql.text
-            )),
-            arguments(params)?,
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(from_sqlx)?;
+        let rows = sqlx::query_with(AssertSqlSafe(statement), arguments(params)?)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(from_sqlx)?;
         rows.iter()
             .map(|row| {
                 Ok(Bucket {

@@ -1,0 +1,197 @@
+//! What the insight routes are about, as Karpor's clients say it: `cluster`,
+//! `apiVersion`, `kind`, `namespace`, `name`, `labels` and `annotations` (`k=v,k2=v2`),
+//! sorted into Karpor's kinds of scope, and turned into a search over stored documents.
+
+use std::collections::BTreeMap;
+
+use karpor_search::{Expr, Field, Op, Query, Value};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+/// Karpor's locator. Unknown parameters are ignored, as Karpor does.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct Locator {
+    pub cluster: Option<String>,
+    /// `apps/v1`, or `v1` for the core group.
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    /// `key=value` pairs, comma-separated.
+    pub labels: Option<String>,
+    /// `key=value` pairs, comma-separated.
+    pub annotations: Option<String>,
+}
+
+/// Karpor's kinds of scope, decided in Karpor's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// No cluster, labels or annotations, or an odd mix of fields.
+    Custom,
+    /// apiVersion, kind, namespace and name.
+    Resource,
+    /// apiVersion, kind and name of a cluster-scoped object.
+    NonNamespacedResource,
+    /// apiVersion, kind and namespace.
+    ClusterGvkNamespace,
+    /// apiVersion and kind.
+    Gvk,
+    /// Only a namespace.
+    Namespace,
+    /// Only the cluster.
+    Cluster,
+}
+
+fn given(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|v| !v.is_empty())
+}
+
+/// `k=v,k2=v2` as a map: pairs split at their first `=`, trimmed; others dropped.
+fn pairs(text: &Option<String>) -> BTreeMap<String, String> {
+    given(text)
+        .map(|text| {
+            text.split(',')
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                .filter(|(k, _)| !k.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Locator {
+    pub fn cluster(&self) -> Option<&str> {
+        given(&self.cluster)
+    }
+
+    pub fn api_version(&self) -> Option<&str> {
+        given(&self.api_version)
+    }
+
+    pub fn kind(&self) -> Option<&str> {
+        given(&self.kind)
+    }
+
+    pub fn namespace(&self) -> Option<&str> {
+        given(&self.namespace)
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        given(&self.name)
+    }
+
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        pairs(&self.labels)
+    }
+
+    pub fn annotations(&self) -> BTreeMap<String, String> {
+        pairs(&self.annotations)
+    }
+
+    pub fn scope(&self) -> Scope {
+        if self.cluster().is_none() || !self.labels().is_empty() || !self.annotations().is_empty() {
+            return Scope::Custom;
+        }
+        match (
+            self.api_version().is_some(),
+            self.kind().is_some(),
+            self.namespace().is_some(),
+            self.name().is_some(),
+        ) {
+            (true, true, true, true) => Scope::Resource,
+            (true, true, false, true) => Scope::NonNamespacedResource,
+            (true, true, true, false) => Scope::ClusterGvkNamespace,
+            (true, true, false, false) => Scope::Gvk,
+            (false, false, true, false) => Scope::Namespace,
+            (false, false, false, false) => Scope::Cluster,
+            _ => Scope::Custom,
+        }
+    }
+
+    /// The stored documents the locator covers; deleted ones only with `deleted`.
+    pub fn query(&self, deleted: bool) -> Query {
+        let eq = |field, value: &str| Expr::Compare {
+            field,
+            op: Op::Eq,
+            value: Value::Text(value.to_owned()),
+        };
+        let mut all = Vec::new();
+        if !deleted {
+            all.push(Expr::Compare {
+                field: Field::Deleted,
+                op: Op::Eq,
+                value: Value::Bool(false),
+            });
+        }
+        for (field, value) in [
+            (Field::Cluster, self.cluster()),
+            (Field::ApiVersion, self.api_version()),
+            (Field::Kind, self.kind()),
+            (Field::Namespace, self.namespace()),
+            (Field::Name, self.name()),
+        ] {
+            if let Some(v) = value {
+                all.push(eq(field, v));
+            }
+        }
+        for (k, v) in self.labels() {
+            all.push(eq(Field::Label(k), &v));
+        }
+        for (k, v) in self.annotations() {
+            all.push(eq(Field::Annotation(k), &v));
+        }
+        Query {
+            filter: if all.is_empty() {
+                Expr::All
+            } else {
+                Expr::And(all)
+            },
+            order_by: Vec::new(),
+            limit: None,
+            offset: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(query: &str) -> Locator {
+        serde_urlencoded::from_str(query).unwrap()
+    }
+
+    #[test]
+    fn scopes_are_decided_as_karpor_does() {
+        for (query, scope) in [
+            ("cluster=a", Scope::Cluster),
+            ("cluster=a&namespace=ns", Scope::Namespace),
+            ("cluster=a&apiVersion=v1&kind=Pod", Scope::Gvk),
+            (
+                "cluster=a&apiVersion=v1&kind=Pod&namespace=ns",
+                Scope::ClusterGvkNamespace,
+            ),
+            (
+                "cluster=a&apiVersion=v1&kind=Pod&namespace=ns&name=p",
+                Scope::Resource,
+            ),
+            (
+                "cluster=a&apiVersion=v1&kind=Node&name=n",
+                Scope::NonNamespacedResource,
+            ),
+            ("cluster=a&kind=Pod", Scope::Custom),
+            ("namespace=ns", Scope::Custom),
+            ("cluster=a&labels=app%3Dweb", Scope::Custom),
+            ("cluster=a&namespace=&name=", Scope::Cluster),
+            ("cluster=a&unknown=1", Scope::Cluster),
+        ] {
+            assert_eq!(at(query).scope(), scope, "{query}");
+        }
+        assert_eq!(
+            at("labels=app%3Dweb,%20tier%20%3D%20db,broken").labels(),
+            BTreeMap::from([("app".into(), "web".into()), ("tier".into(), "db".into())])
+        );
+    }
+}
