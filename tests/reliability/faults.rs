@@ -310,11 +310,13 @@ impl Run<'_> {
         let sent_half = Arc::new(Barrier::new(SPLIT + 1));
         let (go, gone) = watch::channel(false);
         let mut in_flight = JoinSet::new();
+        let token = self.system.karpor.local_token();
         for i in 0..SPLIT {
             let name = format!("{}-term-{i}", self.config);
             let (addr, sent_half, gone) = (self.system.addr(), sent_half.clone(), gone.clone());
+            let token = token.clone();
             in_flight.spawn(async move {
-                let result = traffic::split_write(addr, &name, sent_half, gone).await;
+                let result = traffic::split_write(addr, &token, &name, sent_half, gone).await;
                 (Some(name), result)
             });
         }

@@ -202,7 +202,7 @@ impl System {
             .json()
             .await
             .unwrap();
-        let stored: BTreeSet<&str> = body["data"]["items"]
+        let stored: BTreeSet<&str> = body["data"]
             .as_array()
             .unwrap_or_else(|| panic!("rules list: {body}"))
             .iter()

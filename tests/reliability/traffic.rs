@@ -177,6 +177,7 @@ impl Traffic {
 /// `go` turns true: a request certainly in flight across whatever happens in between.
 pub async fn split_write(
     addr: std::net::SocketAddr,
+    token: &str,
     name: &str,
     sent_half: Arc<tokio::sync::Barrier>,
     mut go: tokio::sync::watch::Receiver<bool>,
@@ -185,7 +186,8 @@ pub async fn split_write(
     let body = json!({"description": "sent across a SIGTERM", "fields": ["namespace"]}).to_string();
     let (first, rest) = body.split_at(body.len() / 2);
     let head = format!(
-        "POST /rest-api/v1/resource-group-rule/{name} HTTP/1.1\r\nHost: karpor\r\n\
+        "POST /rest-api/v1/resource-group-rule/{name} HTTP/1.1\r\nHost: {addr}\r\n\
+         Authorization: Bearer {token}\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
