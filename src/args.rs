@@ -194,10 +194,12 @@ pub enum ClusterCommand {
 
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// The SQL query (`select * from resources where ...`); or give `--keyword`.
-    #[arg(required_unless_present = "keyword", conflicts_with = "keyword")]
+    /// An SQL query (`select * from resources where ...`), or anything else as a keyword
+    /// (a word anywhere in name, namespace, labels or content).
+    #[arg(required_unless_present = "keyword")]
     pub query: Option<String>,
-    /// A word anywhere in name, namespace, labels or content, instead of SQL.
+    /// Alone: a keyword search. With an SQL query: only results whose name or namespace
+    /// holds it, as Karpor's keyword does.
     #[arg(long)]
     pub keyword: Option<String>,
     #[command(flatten)]

@@ -1,4 +1,6 @@
-//! `karpor search 'SQL'` and `karpor search --keyword WORD`.
+//! `karpor search 'SQL'`, `karpor search WORD` (a query not starting with `select` is a
+//! keyword), and `--keyword WORD` (alone, or narrowing the SQL to names and namespaces
+//! holding it, as Karpor's keyword does).
 
 use std::process::ExitCode;
 
@@ -14,9 +16,24 @@ pub async fn run(args: &SearchArgs) -> ExitCode {
 
 async fn search(args: &SearchArgs) -> Result<(), Failed> {
     let api = Api::new(&args.server)?;
+    let is_sql = |q: &str| {
+        q.trim_start()
+            .get(..7)
+            .is_some_and(|head| head.eq_ignore_ascii_case("select "))
+    };
     let what = match (&args.query, &args.keyword) {
-        (_, Some(word)) => format!("pattern=keyword&keyword={}", encode(word)),
-        (Some(sql), None) => format!("pattern=sql&query={}", encode(sql)),
+        (Some(sql), Some(word)) if is_sql(sql) => {
+            format!("pattern=sql&query={}&keyword={}", encode(sql), encode(word))
+        }
+        (Some(sql), None) if is_sql(sql) => format!("pattern=sql&query={}", encode(sql)),
+        (Some(word), None) | (None, Some(word)) => {
+            format!("pattern=keyword&keyword={}", encode(word))
+        }
+        (Some(_), Some(_)) => {
+            return Err(super::refused(
+                "--keyword narrows an SQL query; give the query as `select ...`",
+            ))
+        }
         // clap requires one of them.
         (None, None) => String::new(),
     };

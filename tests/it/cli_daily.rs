@@ -151,6 +151,31 @@ async fn clusters_are_checked_before_registration_and_listed_as_kubectl_would() 
         out.lines().any(|l| l == "alive/namespace/kube-system"),
         "{out}"
     );
+    // A bare word is a keyword, not refused as SQL; `--keyword` narrows an SQL query.
+    let (code, bare, err) = text(&karpor(
+        &["search", "kube-system", "-o", "name"],
+        &url,
+        dir,
+        &[],
+    ));
+    assert_eq!((code, &bare), (0, &out), "{err}");
+    let (code, narrowed, err) = text(&karpor(
+        &[
+            "search",
+            "select * from resources where kind = 'Namespace'",
+            "--keyword",
+            "kube-",
+            "-o",
+            "name",
+        ],
+        &url,
+        dir,
+        &[],
+    ));
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<&str> = narrowed.lines().collect();
+    assert!(names.contains(&"alive/namespace/kube-system"), "{narrowed}");
+    assert!(!names.contains(&"alive/namespace/default"), "{narrowed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

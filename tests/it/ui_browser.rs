@@ -1,8 +1,11 @@
 //! The placeholder page in headless Chromium against a real `karpor serve` (storage on a
-//! private Elasticsearch-API server, a real cluster registered): no console errors, every
-//! `/readyz` check shown, the cluster shown, a search and its rows, a bad query's
-//! message, and the Storage check turning red once its server is killed. The driver is
-//! tests/ui/browser.mjs (playwright-core); a screenshot lands in target/.
+//! private Elasticsearch-API server): on a fresh install, the hint to add a cluster and
+//! every `/readyz` check named as `/readyz` spells it; with a real cluster registered, the
+//! cluster, a keyword search, an SQL search whose row opens the object as YAML, an empty
+//! result's hint, a bad query's message, refreshes that never overlap on a slow server,
+//! and the Storage check turning red once its server is killed, the clusters still
+//! listed. No console errors. The driver is tests/ui/browser.mjs (playwright-core); a
+//! screenshot lands in target/.
 
 use std::process::Command;
 use std::time::Duration;
@@ -36,6 +39,25 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         elastic.url()
     );
     let karpor = Spawn::serve(&config).in_dir(dir.path()).start();
+    let browser = |phase: &str| {
+        Command::new("node")
+            .arg(format!("{root}/tests/ui/browser.mjs"))
+            .env("KARPOR_URL", format!("http://{}", karpor.addr))
+            .env("KARPOR_TOKEN", GUEST)
+            .env("KARPOR_PHASE", phase)
+            .env("KARPOR_CHROMIUM", &chromium)
+            .output()
+            .unwrap()
+    };
+    let fresh = browser("empty");
+    let out = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    assert!(fresh.status.success(), "fresh install:\n{}", out(&fresh));
     let kubeconfig = process::flat_kubeconfig(&kubeconfig);
     process::import_clusters(dir.path(), &config, &[("a", &kubeconfig)]);
 
@@ -66,15 +88,14 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         .env("KARPOR_EXPECT_NAME", "kube-system")
         .env("KARPOR_KILL_PID", elastic.process.pid().to_string())
         .env("KARPOR_SCREENSHOT", &screenshot)
-        .env("KARPOR_CHROMIUM", chromium)
+        .env("KARPOR_CHROMIUM", &chromium)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    eprintln!("{stdout}{stderr}");
+    eprintln!("{}{}", out(&fresh), out(&output));
     assert!(
         output.status.success(),
-        "browser test failed:\n{stdout}{stderr}"
+        "browser test failed:\n{}",
+        out(&output)
     );
     assert!(std::path::Path::new(&screenshot).exists());
 }

@@ -6,6 +6,7 @@
 //   KARPOR_QUERY        a search that finds KARPOR_EXPECT_NAME
 //   KARPOR_KILL_PID     the storage server's PID: killed to see a check turn red
 //   KARPOR_SCREENSHOT   where to save a screenshot
+//   KARPOR_PHASE        `empty`: only the fresh-install checks (no cluster yet), then exit
 import { chromium } from "playwright-core";
 
 const env = (name) => {
@@ -46,24 +47,62 @@ try {
     consoleErrors.length = 0;
   }
 
-  // Every check of /readyz is shown, with its status.
+  phases: {
+  // Every check of /readyz is shown, with its status, named as /readyz spells it.
   const readyz = await (await fetch(url + "/readyz?format=json")).json();
-  for (const name of Object.keys(readyz.checks)) {
+  const names = Object.values(readyz.checks).map((results) => results[0].componentId);
+  if (!names.includes("Storage")) throw new Error(`check names: ${names.join(", ")}`);
+  for (const name of names) {
     await page.locator(`#checks td[data-check="${name}"]`).waitFor();
   }
-  console.log(`checks shown: ${Object.keys(readyz.checks).join(", ")}`);
+  console.log(`checks shown: ${names.join(", ")}`);
+
+  if (process.env.KARPOR_PHASE === "empty") {
+    // A fresh install says how to add a cluster.
+    await page.locator("#clusters-empty").waitFor({ state: "visible" });
+    const hint = await page.locator("#clusters-empty").innerText();
+    if (!hint.includes("karpor cluster add")) throw new Error(`empty-state hint: ${hint}`);
+    console.log("fresh install: the cluster table says how to add one");
+    if (consoleErrors.length > 0) throw new Error(`console errors: ${consoleErrors.join("; ")}`);
+    break phases;
+  }
+
   await page.locator("#clusters tbody tr").first().waitFor();
+  if (await page.locator("#clusters-empty").isVisible()) throw new Error("empty-state hint beside clusters");
   console.log(`clusters shown: ${(await page.locator("#clusters tbody tr").allInnerTexts()).join(" | ")}`);
 
-  // A search shows the expected rows.
+  // A keyword is searched as a keyword, not refused as SQL.
+  const expected = env("KARPOR_EXPECT_NAME");
+  await page.selectOption("#mode", "keyword");
+  await page.fill("#query", expected);
+  await page.click("#search-form button");
+  await page.locator("#results tbody td", { hasText: expected }).first().waitFor();
+  if (await page.locator("#search-error").isVisible()) throw new Error("keyword refused");
+  console.log(`keyword ${expected}: ${await page.locator("#page-info").innerText()}`);
+
+  // SQL shows the expected rows; a click shows the object as YAML.
   await page.fill("#query", env("KARPOR_QUERY"));
   await page.click("#search-form button");
-  const expected = env("KARPOR_EXPECT_NAME");
-  await page.locator("#results tbody td", { hasText: expected }).first().waitFor();
+  const row = page.locator("#results tbody tr", { hasText: expected }).first();
+  await row.waitFor();
   console.log(`search found ${expected}: ${await page.locator("#page-info").innerText()}`);
+  await row.click();
+  await page.locator("#detail").waitFor({ state: "visible" });
+  await page.waitForFunction((name) => {
+    const text = document.getElementById("detail-yaml").textContent;
+    return text.includes("kind: Namespace") && text.includes("name: " + name);
+  }, expected);
+  console.log(`detail of ${expected} shown as YAML`);
   if (consoleErrors.length > 0) throw new Error(`console errors: ${consoleErrors.join("; ")}`);
 
+  // Nothing found says why it may be so.
+  await page.fill("#query", "no-such-thing-anywhere");
+  await page.click("#search-form button");
+  await page.locator("#results-empty").waitFor({ state: "visible" });
+  console.log(`no results: ${await page.locator("#results-empty").innerText()}`);
+
   // A bad query shows the server's message.
+  await page.selectOption("#mode", "sql");
   await page.fill("#query", "select * from resources join secrets");
   await page.click("#search-form button");
   await page.locator("#search-error").waitFor({ state: "visible" });
@@ -71,13 +110,33 @@ try {
   if (!message.trim() || /^HTTP \d+$/.test(message)) throw new Error(`no error message: "${message}"`);
   console.log(`bad query message: ${message}`);
 
-  // A stopped backend turns its check red.
-  process.kill(Number(env("KARPOR_KILL_PID")), "SIGKILL");
-  await page.locator('#checks td[data-check="storage"] ~ td .fail').waitFor();
-  await page.locator("#overall.fail").waitFor();
-  console.log("storage check shown failed after its server was killed");
+  // A slow server never sees the page's refreshes overlap.
+  let inFlight = 0;
+  let most = 0;
+  let asked = 0;
+  await page.route("**/rest-api/v1/clusters", async (route) => {
+    inFlight += 1;
+    asked += 1;
+    most = Math.max(most, inFlight);
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    try { await route.continue(); } finally { inFlight -= 1; }
+  });
+  await page.waitForTimeout(12_000);
+  await page.unroute("**/rest-api/v1/clusters");
+  if (asked < 2 || most > 1) throw new Error(`refreshes: ${asked} asked, ${most} at once`);
+  console.log(`slow server: ${asked} refreshes, never more than ${most} at once`);
 
-  await page.screenshot({ path: env("KARPOR_SCREENSHOT"), fullPage: true });
+  // A stopped backend turns its check red; the clusters stay listed.
+  process.kill(Number(env("KARPOR_KILL_PID")), "SIGKILL");
+  await page.locator('#checks td[data-check="Storage"] ~ td .fail').waitFor();
+  await page.locator("#overall.fail").waitFor();
+  if ((await page.locator("#clusters tbody tr").count()) === 0) throw new Error("clusters emptied");
+  console.log("storage check shown failed after its server was killed; clusters still listed");
+  }
+
+  if (process.env.KARPOR_SCREENSHOT) {
+    await page.screenshot({ path: process.env.KARPOR_SCREENSHOT, fullPage: true });
+  }
 } catch (error) {
   failed = true;
   console.error(`FAILED: ${error.message}`);

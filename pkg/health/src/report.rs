@@ -128,7 +128,10 @@ impl HealthReport {
     pub fn to_json(&self, detail: bool) -> Value {
         let mut checks = Map::new();
         for entry in &self.entries {
+            // Keys are lowercase (the draft's convention); `componentId` keeps the name
+            // as the text output spells it.
             let mut check = json!({
+                "componentId": entry.name,
                 "componentType": entry.component_type.as_str(),
                 "status": entry.status().as_str(),
                 "observedValue": (entry.duration.as_secs_f64() * 1e6).round() / 1e3,
@@ -250,6 +253,7 @@ mod tests {
             json!({
                 "status": "fail",
                 "checks": {"storage": [{
+                    "componentId": "Storage",
                     "componentType": "datastore",
                     "status": "fail",
                     "observedValue": 3.1,
