@@ -470,6 +470,8 @@ fn wrong_values_fail_the_schema() {
         ("health.checkTimeout=1", "/health/checkTimeout"),
         ("readiness.upstreams[0].name=x", "/readiness/upstreams/0"),
         ("server.bogus=1", "bogus"),
+        // One level, not a filter (RUST_LOG takes a filter).
+        ("log.level=karpor=debug", "/log/level"),
     ];
     for (value, path) in cases {
         let lint = tools.lint(&sets(&[value]));
