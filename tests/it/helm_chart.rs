@@ -24,6 +24,8 @@ const KUBE_VERSIONS: &[&str] = &["1.30.0", "1.35.0"];
 const ETCD_ELASTICSEARCH: &str = "ci/etcd-elasticsearch-values.yaml";
 const MYSQL_ELASTICSEARCH: &str = "ci/mysql-elasticsearch-values.yaml";
 const SQLITE_SQLITE: &str = "ci/sqlite-sqlite-values.yaml";
+/// What an operator adds to share karpor with a team (the file's header lists it).
+const EXPOSED: &str = "ci/exposed-values.yaml";
 
 struct Tools {
     helm: String,
@@ -127,6 +129,28 @@ impl Tools {
         Objects::parse(&manifest)
     }
 
+    /// NOTES.txt as `helm install` prints it (a client-side dry run: no cluster).
+    fn notes(&self, values: &[String]) -> String {
+        let mut args = vec![
+            "install".to_owned(),
+            RELEASE.into(),
+            CHART.into(),
+            "--namespace".into(),
+            NAMESPACE.into(),
+            "--dry-run=client".into(),
+        ];
+        args.extend_from_slice(values);
+        let out = self.helm(&args);
+        assert!(
+            out.status.success(),
+            "helm install --dry-run=client {values:?}:\n{}",
+            text(&out.stderr)
+        );
+        let stdout = text(&out.stdout);
+        let notes = stdout.split_once("NOTES:").map(|(_, n)| n.to_owned());
+        notes.unwrap_or_else(|| panic!("no NOTES in:\n{stdout}"))
+    }
+
     /// Values that `helm install` must refuse: template fails; helm's error text. (helm
     /// lint fails only on schema errors: in lint mode a template's `fail` is logged.)
     fn refused(&self, values: &[String]) -> String {
@@ -189,6 +213,19 @@ impl Objects {
     fn deployment(&self, name: &str) -> &Value {
         self.get(&format!("Deployment/{name}"))
     }
+
+    /// A Secret's value under `key`, base64-decoded as the kubelet mounts it.
+    fn secret(&self, name: &str, key: &str) -> Vec<u8> {
+        use base64::Engine as _;
+        let secret = self.get(&format!("Secret/{name}"));
+        let data = at(secret, "data")
+            .and_then(|d| d.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("Secret/{name} has no {key}"));
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .expect("base64 in a Secret's data")
+    }
 }
 
 /// A dotted path into YAML (`spec.template.spec`); list items by index.
@@ -216,6 +253,45 @@ fn container(deployment: &Value) -> &Value {
 
 fn yaml(text: &str) -> Value {
     serde_yaml::from_str(text).unwrap()
+}
+
+/// The files of a Deployment's `secrets` volume: `(Secret, key, file)` each.
+fn secret_files(deployment: &Value) -> Vec<(String, String, String)> {
+    let volumes = at(deployment, "spec.template.spec.volumes")
+        .and_then(Value::as_sequence)
+        .expect("volumes");
+    let Some(secrets) = volumes.iter().find(|v| str_at(v, "name") == "secrets") else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    for source in at(secrets, "projected.sources")
+        .and_then(Value::as_sequence)
+        .expect("projected sources")
+    {
+        for item in at(source, "secret.items")
+            .and_then(Value::as_sequence)
+            .expect("items")
+        {
+            files.push((
+                str_at(source, "secret.name").to_owned(),
+                str_at(item, "key").to_owned(),
+                str_at(item, "path").to_owned(),
+            ));
+        }
+    }
+    files
+}
+
+fn file(secret: &str, key: &str, path: &str) -> (String, String, String) {
+    (secret.to_owned(), key.to_owned(), path.to_owned())
+}
+
+/// One entry of the map at `path` whose key has dots (labels, annotations), which `at`
+/// would split.
+fn entry<'a>(object: &'a Value, path: &str, key: &str) -> Option<&'a str> {
+    at(object, path)
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
 }
 
 #[test]
@@ -374,7 +450,8 @@ fn mysql_and_external_elasticsearch_render_and_validate() {
         &yaml(&format!(
             "[{{secret: {{name: {RELEASE}, items: [{{key: encryption-key, path: encryption-key}}]}}}},\
               {{secret: {{name: karpor-mysql, items: [{{key: url, path: mysql-url}}]}}}},\
-              {{secret: {{name: {RELEASE}, items: [{{key: elasticsearch-password, path: elasticsearch-password}}]}}}}]"
+              {{secret: {{name: {RELEASE}, items: [{{key: elasticsearch-password, path: elasticsearch-password}}]}}}},\
+              {{secret: {{name: {RELEASE}-token, items: [{{key: token, path: auth-token-0}}]}}}}]"
         ))
     );
     let secret = objects.get(&format!("Secret/{RELEASE}"));
@@ -470,6 +547,10 @@ fn wrong_values_fail_the_schema() {
         ("health.checkTimeout=1", "/health/checkTimeout"),
         ("readiness.upstreams[0].name=x", "/readiness/upstreams/0"),
         ("server.bogus=1", "bogus"),
+        // karpor refuses an anonymous admin; in a cluster `auto` means `none`.
+        ("auth.anonymous=admin", "/auth/anonymous"),
+        ("auth.anonymous=auto", "/auth/anonymous"),
+        ("auth.tokens[0].role=root", "/auth/tokens/0"),
         // One level, not a filter (RUST_LOG takes a filter).
         ("log.level=karpor=debug", "/log/level"),
     ];
@@ -730,6 +811,18 @@ fn relocate(config: &str, root: &Path) -> String {
     ] {
         std::fs::write(secrets.join(name), value).unwrap();
     }
+    // Every other secret file the config names (API tokens): a value of its own each,
+    // since karpor refuses two tokens alike.
+    for name in config.split("/etc/karpor/secrets/").skip(1) {
+        let name: String = name
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        let path = secrets.join(&name);
+        if !path.exists() {
+            std::fs::write(path, format!("{name}-value\n")).unwrap();
+        }
+    }
     for name in ["tls.crt", "tls.key"] {
         std::fs::write(tls.join(name), "not read before the listener starts\n").unwrap();
     }
@@ -753,6 +846,7 @@ fn the_real_binary_accepts_every_rendered_config() {
         values_file(ETCD_ELASTICSEARCH),
         values_file(MYSQL_ELASTICSEARCH),
         values_file(SQLITE_SQLITE),
+        values_file(EXPOSED),
         sets(&[
             "metadata.etcd.bundled=false",
             "metadata.etcd.endpoints={https://etcd-a:2379}",
@@ -778,7 +872,221 @@ fn the_real_binary_accepts_every_rendered_config() {
         }
     }
     assert_eq!(
-        checked, 9,
-        "4 split deployments (server + syncer) and sqlite"
+        checked, 11,
+        "5 split deployments (server + syncer) and sqlite"
+    );
+}
+
+#[test]
+fn the_default_install_makes_an_admin_token_and_answers_no_anonymous_request() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&[]);
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "auth"),
+        Some(&yaml(
+            "{anonymous: none, tokens: [{name: admin, role: admin, \
+             token: {file: /etc/karpor/secrets/auth-token-0}}]}"
+        ))
+    );
+    let token_secret = format!("{RELEASE}-token");
+    let token = objects.secret(&token_secret, "token");
+    assert_eq!(token.len(), 48, "{}", text(&token));
+    assert!(token.iter().all(u8::is_ascii_alphanumeric));
+    let server_pod = objects.deployment(RELEASE);
+    assert!(
+        secret_files(server_pod).contains(&file(&token_secret, "token", "auth-token-0")),
+        "{:?}",
+        secret_files(server_pod)
+    );
+    // The syncer answers no API: no token mounted, karpor's auth defaults untouched.
+    let syncer_pod = objects.deployment(&format!("{RELEASE}-syncer"));
+    assert!(
+        secret_files(syncer_pod)
+            .iter()
+            .all(|(secret, _, _)| *secret != token_secret),
+        "{:?}",
+        secret_files(syncer_pod)
+    );
+    let syncer: Value = yaml(&objects.config("syncer").unwrap());
+    assert_eq!(at(&syncer, "auth"), None);
+    // Random, not a constant: without a live Secret to look up, each render makes one.
+    let again = Objects::parse(&tools.render(&[])).secret(&token_secret, "token");
+    assert_ne!(token, again, "two renders, two tokens");
+    // Made once per render: both pods hash the same generated Secrets.
+    let checksum = |d: &Value| {
+        entry(
+            d,
+            "spec.template.metadata.annotations",
+            "checksum/secret-generated",
+        )
+        .map(str::to_owned)
+    };
+    assert!(checksum(server_pod).is_some());
+    assert_eq!(checksum(server_pod), checksum(syncer_pod));
+}
+
+#[test]
+fn given_api_tokens_reach_karpor_as_files_and_never_the_config_map() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(EXPOSED));
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "auth"),
+        Some(&yaml(
+            "{anonymous: guest, tokens: [\
+             {name: ops, role: admin, token: {file: /etc/karpor/secrets/auth-token-0}}, \
+             {name: dashboards, role: guest, token: {file: /etc/karpor/secrets/auth-token-1}}]}"
+        ))
+    );
+    let config_map =
+        serde_yaml::to_string(objects.get(&format!("ConfigMap/{RELEASE}-config"))).unwrap();
+    assert!(
+        !config_map.contains("dashboards-token"),
+        "a token value in the ConfigMap"
+    );
+    assert_eq!(
+        objects.secret(RELEASE, "auth-token-1"),
+        b"dashboards-token-0123456789"
+    );
+    assert!(
+        !objects.has(&format!("Secret/{RELEASE}-token")),
+        "no generated token beside the operator's"
+    );
+    let files = secret_files(objects.deployment(RELEASE));
+    for expected in [
+        file("karpor-tokens", "ops", "auth-token-0"),
+        file(RELEASE, "auth-token-1", "auth-token-1"),
+    ] {
+        assert!(files.contains(&expected), "{expected:?} in {files:?}");
+    }
+}
+
+#[test]
+fn etcd_and_mysql_get_a_generated_encryption_key_that_outlives_the_release() {
+    use base64::Engine as _;
+    let Some(tools) = tools() else { return };
+    let key_secret = format!("{RELEASE}-encryption-key");
+    let mount = file(&key_secret, "encryption-key", "encryption-key");
+    let objects = tools.check(&[]);
+    let secret = objects.get(&format!("Secret/{key_secret}"));
+    assert_eq!(
+        entry(secret, "metadata.annotations", "helm.sh/resource-policy"),
+        Some("keep"),
+        "an uninstall must not take the key of the data it leaves behind"
+    );
+    // The file is 32 random bytes in base64, which karpor reads as a key.
+    let key = objects.secret(&key_secret, "encryption-key");
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(&key)
+        .expect("a base64 key");
+    assert_eq!(raw.len(), 32);
+    for (role, deployment) in [
+        ("server", RELEASE.to_owned()),
+        ("syncer", format!("{RELEASE}-syncer")),
+    ] {
+        let config: Value = yaml(&objects.config(role).unwrap());
+        assert_eq!(
+            str_at(&config, "metadata.encryption_key_file"),
+            "/etc/karpor/secrets/encryption-key",
+            "{role}"
+        );
+        assert!(
+            secret_files(objects.deployment(&deployment)).contains(&mount),
+            "{deployment}"
+        );
+    }
+    // MySQL too, when no key is given.
+    let mysql = tools.check(
+        &[
+            values_file(MYSQL_ELASTICSEARCH),
+            sets(&["metadata.encryptionKey.value="]),
+        ]
+        .concat(),
+    );
+    assert!(secret_files(mysql.deployment(RELEASE)).contains(&mount));
+    // A given key (value or existingSecret) is used as it is.
+    for values in [
+        values_file(MYSQL_ELASTICSEARCH),
+        values_file(ETCD_ELASTICSEARCH),
+    ] {
+        let objects = tools.check(&values);
+        assert!(!objects.has(&format!("Secret/{key_secret}")), "{values:?}");
+        let config: Value = yaml(&objects.config("server").unwrap());
+        assert_eq!(
+            str_at(&config, "metadata.encryption_key_file"),
+            "/etc/karpor/secrets/encryption-key"
+        );
+    }
+    // SQLite keeps the key karpor makes beside the database, as before.
+    let sqlite = tools.check(&values_file(SQLITE_SQLITE));
+    assert!(!sqlite.has(&format!("Secret/{key_secret}")));
+    let config: Value = yaml(&sqlite.config("server").unwrap());
+    assert_eq!(at(&config, "metadata.encryption_key_file"), None);
+}
+
+#[test]
+fn exposure_settings_that_cannot_work_fail_with_a_clear_message() {
+    let Some(tools) = tools() else { return };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "auth.tokens[0].name=ops".into(),
+                "auth.tokens[0].role=admin".into(),
+            ],
+            "karpor: auth.tokens[0] (ops) needs its token: value, or existingSecret and key",
+        ),
+        (
+            vec![
+                "auth.tokens[0].name=ops".into(),
+                "auth.tokens[0].role=admin".into(),
+                "auth.tokens[0].existingSecret=tokens".into(),
+            ],
+            "karpor: auth.tokens[0] (ops) names existingSecret tokens but no key in it",
+        ),
+        (
+            vec![
+                "auth.tokens[0].name=ops".into(),
+                "auth.tokens[0].role=admin".into(),
+                "auth.tokens[0].value=a".into(),
+                "auth.tokens[1].name=ops".into(),
+                "auth.tokens[1].role=guest".into(),
+                "auth.tokens[1].value=b".into(),
+            ],
+            "karpor: auth.tokens[1]: the name ops is already another token's",
+        ),
+    ];
+    for (values, message) in &cases {
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        let stderr = tools.refused(&sets(&values));
+        assert!(stderr.contains(message), "{values:?}:\n{stderr}");
+    }
+}
+
+#[test]
+fn the_notes_show_how_to_get_the_token_reach_the_server_and_add_a_cluster() {
+    let Some(tools) = tools() else { return };
+    let notes = tools.notes(&[]);
+    for line in [
+        format!(
+            "export KARPOR_TOKEN=$(kubectl -n {NAMESPACE} get secret {RELEASE}-token \
+             -o jsonpath='{{.data.token}}' | base64 -d)"
+        ),
+        format!("kubectl -n {NAMESPACE} port-forward svc/{RELEASE} 7443"),
+        "karpor cluster add NAME --kubeconfig FILE --server http://127.0.0.1:7443 \
+         --token \"$KARPOR_TOKEN\""
+            .to_owned(),
+        format!("Secret {RELEASE}-encryption-key"),
+    ] {
+        assert!(notes.contains(&line), "{line}\nnot in:\n{notes}");
+    }
+    // Given tokens: the first admin one, from its Secret.
+    let notes = tools.notes(&values_file(EXPOSED));
+    for line in ["get secret karpor-tokens -o jsonpath='{.data.ops}' | base64 -d"] {
+        assert!(notes.contains(line), "{line}\nnot in:\n{notes}");
+    }
+    assert!(
+        !notes.contains(&format!("secret {RELEASE}-token ")),
+        "{notes}"
     );
 }

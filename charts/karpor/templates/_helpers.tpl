@@ -116,16 +116,41 @@ template that renders karpor, so `helm template` and `helm install` stop on them
 {{- fail "karpor: metadata.etcd.tls.enabled=true needs metadata.etcd.tls.secretName" }}
 {{- end }}
 {{- $_ := include "karpor.terminationGracePeriodSeconds" . }}
+{{- $names := list }}
+{{- range $i, $t := $v.auth.tokens }}
+{{- if not (or $t.value $t.existingSecret) }}
+{{- fail (printf "karpor: auth.tokens[%d] (%s) needs its token: value, or existingSecret and key" $i $t.name) }}
+{{- end }}
+{{- if and $t.existingSecret (not $t.key) }}
+{{- fail (printf "karpor: auth.tokens[%d] (%s) names existingSecret %s but no key in it" $i $t.name $t.existingSecret) }}
+{{- end }}
+{{- if has $t.name $names }}
+{{- fail (printf "karpor: auth.tokens[%d]: the name %s is already another token's (karpor's logs tell tokens apart by name)" $i $t.name) }}
+{{- end }}
+{{- $names = append $names $t.name }}
+{{- end }}
 {{- end }}
 
 {{/*
-The credentials in use, as a list of {name, value, existingSecret, key}: `name` is the
-file under /etc/karpor/secrets. Only those the chosen backends and settings need.
+The credentials in use, as a list of {name, value, existingSecret, key, secret, generated,
+serverOnly}: `name` is the file under /etc/karpor/secrets, `secret` the Secret it is
+mounted from (the operator's, the chart's FULLNAME for values, or a generated one), and
+`serverOnly` marks what only `karpor serve` reads (API tokens). Only those the chosen
+backends and settings need.
 */}}
 {{- define "karpor.credentials" -}}
 {{- $v := .Values }}
+{{- $fullname := include "karpor.fullname" . }}
 {{- $all := list }}
-{{- with $v.metadata.encryptionKey }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "encryption-key" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}{{ end }}
+{{- with $v.metadata.encryptionKey }}
+{{- if or .value .existingSecret }}
+{{- $all = append $all (dict "name" "encryption-key" "value" .value "existingSecret" .existingSecret "key" .key) }}
+{{- else if ne $v.metadata.backend "sqlite" }}
+{{- /* etcd and MySQL have no key of their own: the chart makes one (SQLite keeps its
+metadata.key beside the database, as it always has). */}}
+{{- $all = append $all (dict "name" "encryption-key" "value" "" "existingSecret" "" "key" "encryption-key" "secret" (printf "%s-encryption-key" $fullname) "generated" true) }}
+{{- end }}
+{{- end }}
 {{- if eq $v.metadata.backend "mysql" }}
 {{- with $v.metadata.mysql.url }}{{ $all = append $all (dict "name" "mysql-url" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}
 {{- end }}
@@ -136,13 +161,58 @@ file under /etc/karpor/secrets. Only those the chosen backends and settings need
 {{- with $v.storage.elasticsearch.password }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "elasticsearch-password" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}{{ end }}
 {{- end }}
 {{- with $v.health.adminToken }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "admin-token" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}{{ end }}
-{{- toJson $all }}
+{{- range $i, $t := $v.auth.tokens }}
+{{- $file := printf "auth-token-%d" $i }}
+{{- $all = append $all (dict "name" $file "value" ($t.value | default "") "existingSecret" ($t.existingSecret | default "") "key" (ternary ($t.key | default "") $file (not (empty $t.existingSecret))) "serverOnly" true) }}
+{{- end }}
+{{- if not $v.auth.tokens }}
+{{- $all = append $all (dict "name" "auth-token-0" "value" "" "existingSecret" "" "key" "token" "secret" (printf "%s-token" $fullname) "generated" true "serverOnly" true) }}
+{{- end }}
+{{- $out := list }}
+{{- range $all }}
+{{- $c := . }}
+{{- if not (hasKey $c "secret") }}{{ $_ := set $c "secret" (default $fullname $c.existingSecret) }}{{ end }}
+{{- if not (hasKey $c "generated") }}{{ $_ := set $c "generated" false }}{{ end }}
+{{- if not (hasKey $c "serverOnly") }}{{ $_ := set $c "serverOnly" false }}{{ end }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/* The credentials a pod of one role ("server" or "syncer") mounts. */}}
+{{- define "karpor.podCredentials" -}}
+{{- $out := list }}
+{{- range (include "karpor.credentials" .root | fromJsonArray) }}
+{{- if or (eq $.role "server") (not .serverOnly) }}{{ $out = append $out . }}{{ end }}
+{{- end }}
+{{- toJson $out }}
 {{- end }}
 
 {{- define "karpor.hasCredential" -}}
 {{- $found := false }}
 {{- range (include "karpor.credentials" .root | fromJsonArray) }}{{ if eq .name $.name }}{{ $found = true }}{{ end }}{{ end }}
 {{- $found }}
+{{- end }}
+
+{{/*
+A generated secret value (base64, as in a Secret's data) that survives upgrades: the live
+Secret's (lookup; always empty under `helm template`), else a new one: 32 random bytes
+for the encryption key, 48 letters and digits for a token. Made once per render and kept
+in the root context, so the pods' checksum annotation hashes the value the Secret gets.
+*/}}
+{{- define "karpor.generatedValue" -}}
+{{- if not (hasKey .root "karporGenerated") }}{{ $_ := set .root "karporGenerated" dict }}{{ end }}
+{{- $cache := .root.karporGenerated }}
+{{- $id := printf "%s/%s" .secret .key }}
+{{- if not (hasKey $cache $id) }}
+{{- $live := lookup "v1" "Secret" .root.Release.Namespace .secret }}
+{{- $value := dig "data" .key "" $live }}
+{{- if not $value }}
+{{- $value = ternary (randBytes 32 | b64enc) (randAlphaNum 48 | b64enc) (eq .make "encryption-key") }}
+{{- end }}
+{{- $_ := set $cache $id $value }}
+{{- end }}
+{{- index $cache $id }}
 {{- end }}
 
 {{- define "karpor.secretsDir" -}}/etc/karpor/secrets{{- end }}
@@ -242,6 +312,19 @@ refuses settings for an unknown check: the syncer's file leaves them out. */}}
   "readiness" (dict "upstreams" $upstreams)
   "shutdown" (dict "drain_delay" $v.shutdown.drainDelay "grace_period" $v.shutdown.gracePeriod)
 }}
+{{- /* Only `karpor serve` answers the API; the syncer's file keeps auth's default. */}}
+{{- if eq .role "server" }}
+{{- /* The files are those of karpor.credentials: auth-token-INDEX, or auth-token-0 for
+the generated admin token. */}}
+{{- $tokens := list }}
+{{- range $i, $t := $v.auth.tokens }}
+{{- $tokens = append $tokens (dict "name" $t.name "role" $t.role "token" (dict "file" (printf "%s/auth-token-%d" $secrets $i))) }}
+{{- end }}
+{{- if not $v.auth.tokens }}
+{{- $tokens = list (dict "name" "admin" "role" "admin" "token" (dict "file" (printf "%s/auth-token-0" $secrets))) }}
+{{- end }}
+{{- $_ := set $config "auth" (dict "anonymous" $v.auth.anonymous "tokens" $tokens) }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}
 
@@ -289,7 +372,7 @@ lifecycle:
     items:
       - key: {{ .role }}.yaml
         path: karpor.yaml
-{{- $credentials := include "karpor.credentials" .root | fromJsonArray }}
+{{- $credentials := include "karpor.podCredentials" . | fromJsonArray }}
 {{- if $credentials }}
 - name: secrets
   projected:
@@ -297,7 +380,7 @@ lifecycle:
     sources:
       {{- range $credentials }}
       - secret:
-          name: {{ default $fullname .existingSecret }}
+          name: {{ .secret }}
           items:
             - key: {{ .key }}
               path: {{ .name }}
@@ -330,7 +413,7 @@ lifecycle:
 - name: config
   mountPath: /etc/karpor/config
   readOnly: true
-{{- if include "karpor.credentials" .root | fromJsonArray }}
+{{- if include "karpor.podCredentials" . | fromJsonArray }}
 - name: secrets
   mountPath: {{ include "karpor.secretsDir" . }}
   readOnly: true
