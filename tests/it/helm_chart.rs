@@ -553,6 +553,7 @@ fn wrong_values_fail_the_schema() {
         ("auth.tokens[0].role=root", "/auth/tokens/0"),
         // One level, not a filter (RUST_LOG takes a filter).
         ("log.level=karpor=debug", "/log/level"),
+        ("ingress.hosts[0].paths[0].path=api", "/ingress/hosts/0"),
     ];
     for (value, path) in cases {
         let lint = tools.lint(&sets(&[value]));
@@ -1026,14 +1027,88 @@ fn etcd_and_mysql_get_a_generated_encryption_key_that_outlives_the_release() {
 }
 
 #[test]
+fn an_ingress_routes_to_the_server_and_names_the_hosts_karpor_allows() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(EXPOSED));
+    let ingress = objects.get(&format!("Ingress/{RELEASE}"));
+    assert_eq!(str_at(ingress, "spec.ingressClassName"), "nginx");
+    assert_eq!(
+        at(ingress, "spec.tls"),
+        Some(&yaml(
+            "[{secretName: karpor-example-tls, hosts: [karpor.example.com]}]"
+        ))
+    );
+    assert_eq!(str_at(ingress, "spec.rules.0.host"), "karpor.example.com");
+    let path = at(ingress, "spec.rules.0.http.paths.0").unwrap();
+    assert_eq!(str_at(path, "path"), "/");
+    assert_eq!(str_at(path, "pathType"), "Prefix");
+    // The backend is the server's Service, on a port it has.
+    let service = objects.get(&format!("Service/{}", str_at(path, "backend.service.name")));
+    assert_eq!(
+        entry(service, "spec.selector", "app.kubernetes.io/component"),
+        Some("server")
+    );
+    let port = str_at(path, "backend.service.port.name");
+    assert!(
+        at(service, "spec.ports")
+            .and_then(Value::as_sequence)
+            .unwrap()
+            .iter()
+            .any(|p| str_at(p, "name") == port),
+        "{port}"
+    );
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "server.allowed_hosts"),
+        Some(&yaml(&format!(
+            "[karpor.example.com, {RELEASE}, {RELEASE}.{NAMESPACE}, {RELEASE}.{NAMESPACE}.svc, \
+             {RELEASE}.{NAMESPACE}.svc.cluster.local, localhost, 127.0.0.1, '[::1]']"
+        )))
+    );
+    let syncer: Value = yaml(&objects.config("syncer").unwrap());
+    assert_eq!(at(&syncer, "server.allowed_hosts"), None);
+    // Without an ingress: not set, so karpor on 0.0.0.0 answers any Host.
+    let plain = tools.check(&[]);
+    assert_eq!(plain.of_kind("Ingress").count(), 0);
+    let config: Value = yaml(&plain.config("server").unwrap());
+    assert_eq!(at(&config, "server.allowed_hosts"), None);
+    // server.allowedHosts: exactly the operator's names.
+    let own = tools.check(
+        &[
+            values_file(EXPOSED),
+            sets(&["server.allowedHosts={karpor.internal}"]),
+        ]
+        .concat(),
+    );
+    let config: Value = yaml(&own.config("server").unwrap());
+    assert_eq!(
+        at(&config, "server.allowed_hosts"),
+        Some(&yaml("[karpor.internal]"))
+    );
+}
+
+#[test]
 fn exposure_settings_that_cannot_work_fail_with_a_clear_message() {
     let Some(tools) = tools() else { return };
+    let ingress_host = |host: &str| {
+        vec![
+            "ingress.enabled=true".to_owned(),
+            format!("ingress.hosts[0].host={host}"),
+            "ingress.hosts[0].paths[0].path=/".to_owned(),
+            "ingress.hosts[0].paths[0].pathType=Prefix".to_owned(),
+        ]
+    };
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
-            vec![
-                "auth.tokens[0].name=ops".into(),
-                "auth.tokens[0].role=admin".into(),
-            ],
+            vec!["ingress.enabled=true".into()],
+            "karpor: ingress.enabled=true needs ingress.hosts",
+        ),
+        (
+            ingress_host("*.example.com"),
+            "karpor: ingress host *.example.com is a wildcard, and karpor's server.allowed_hosts matches exact names",
+        ),
+        (
+            vec!["auth.tokens[0].name=ops".into(), "auth.tokens[0].role=admin".into()],
             "karpor: auth.tokens[0] (ops) needs its token: value, or existingSecret and key",
         ),
         (
@@ -1080,9 +1155,12 @@ fn the_notes_show_how_to_get_the_token_reach_the_server_and_add_a_cluster() {
     ] {
         assert!(notes.contains(&line), "{line}\nnot in:\n{notes}");
     }
-    // Given tokens: the first admin one, from its Secret.
+    // Given tokens: the first admin one, from its Secret; the Ingress's address.
     let notes = tools.notes(&values_file(EXPOSED));
-    for line in ["get secret karpor-tokens -o jsonpath='{.data.ops}' | base64 -d"] {
+    for line in [
+        "get secret karpor-tokens -o jsonpath='{.data.ops}' | base64 -d",
+        "https://karpor.example.com",
+    ] {
         assert!(notes.contains(line), "{line}\nnot in:\n{notes}");
     }
     assert!(

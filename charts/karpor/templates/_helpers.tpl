@@ -129,6 +129,18 @@ template that renders karpor, so `helm template` and `helm install` stop on them
 {{- end }}
 {{- $names = append $names $t.name }}
 {{- end }}
+{{- if $v.ingress.enabled }}
+{{- if not $v.ingress.hosts }}
+{{- fail "karpor: ingress.enabled=true needs ingress.hosts: karpor answers API requests only for the names it knows (server.allowed_hosts)" }}
+{{- end }}
+{{- if not $v.server.allowedHosts }}
+{{- range $v.ingress.hosts }}
+{{- if contains "*" .host }}
+{{- fail (printf "karpor: ingress host %s is a wildcard, and karpor's server.allowed_hosts matches exact names: list the names in server.allowedHosts (or [\"*\"] for any)" .host) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -215,6 +227,27 @@ in the root context, so the pods' checksum annotation hashes the value the Secre
 {{- index $cache $id }}
 {{- end }}
 
+{{/*
+server.allowed_hosts, as a JSON list: server.allowedHosts if given; with an ingress its
+hosts, the Service's names and the loopback names (kubectl port-forward); else empty
+(karpor on 0.0.0.0 then allows any Host).
+*/}}
+{{- define "karpor.allowedHosts" -}}
+{{- $v := .Values }}
+{{- if $v.server.allowedHosts }}
+{{- toJson $v.server.allowedHosts }}
+{{- else if $v.ingress.enabled }}
+{{- $fullname := include "karpor.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $hosts := list }}
+{{- range $v.ingress.hosts }}{{ $hosts = append $hosts .host }}{{ end }}
+{{- $hosts = concat $hosts (list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.cluster.local" $fullname $ns) "localhost" "127.0.0.1" "[::1]") }}
+{{- toJson ($hosts | uniq) }}
+{{- else }}
+{{- toJson list }}
+{{- end }}
+{{- end }}
+
 {{- define "karpor.secretsDir" -}}/etc/karpor/secrets{{- end }}
 {{- define "karpor.dataDir" -}}/var/lib/karpor{{- end }}
 
@@ -243,6 +276,11 @@ src/config and docs/configuration.md.
 {{- $data := include "karpor.dataDir" . }}
 {{- $fullname := include "karpor.fullname" .root }}
 {{- $server := dict "listen" (printf "0.0.0.0:%d" (int $v.server.port)) "syncer" (not $v.syncer.separate) }}
+{{- if eq .role "server" }}
+{{- with (include "karpor.allowedHosts" .root | fromJsonArray) }}
+{{- $_ := set $server "allowed_hosts" . }}
+{{- end }}
+{{- end }}
 {{- /* Only the server's pods mount the certificate; karpor checks the files exist. */}}
 {{- if and $v.server.tls.enabled (eq .role "server") }}
 {{- $_ := set $server "tls" (dict "cert_file" "/etc/karpor/tls/tls.crt" "key_file" "/etc/karpor/tls/tls.key") }}
