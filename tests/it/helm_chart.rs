@@ -553,7 +553,13 @@ fn wrong_values_fail_the_schema() {
         ("auth.tokens[0].role=root", "/auth/tokens/0"),
         // One level, not a filter (RUST_LOG takes a filter).
         ("log.level=karpor=debug", "/log/level"),
+        ("kubernetes.exec.timeout=soon", "/kubernetes/exec/timeout"),
+        ("server.connections.max=0", "/server/connections/max"),
         ("ingress.hosts[0].paths[0].path=api", "/ingress/hosts/0"),
+        (
+            "server.extraVolumeMounts[0].name=x",
+            "/server/extraVolumeMounts/0",
+        ),
     ];
     for (value, path) in cases {
         let lint = tools.lint(&sets(&[value]));
@@ -1085,6 +1091,55 @@ fn an_ingress_routes_to_the_server_and_names_the_hosts_karpor_allows() {
         at(&config, "server.allowed_hosts"),
         Some(&yaml("[karpor.internal]"))
     );
+}
+
+#[test]
+fn extra_env_volumes_and_exec_settings_reach_the_server_and_the_syncer() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(EXPOSED));
+    let plain = tools.check(&[]);
+    for (role, name) in [
+        ("server", RELEASE.to_owned()),
+        ("syncer", format!("{RELEASE}-syncer")),
+    ] {
+        let deployment = objects.deployment(&name);
+        let c = container(deployment);
+        assert_eq!(
+            at(c, "env"),
+            Some(&yaml("[{name: AWS_REGION, value: eu-west-1}]")),
+            "{name}"
+        );
+        let volumes = at(deployment, "spec.template.spec.volumes")
+            .and_then(Value::as_sequence)
+            .unwrap();
+        assert!(
+            volumes.contains(&yaml("{name: plugins, emptyDir: {}}")),
+            "{name}"
+        );
+        let mounts = at(c, "volumeMounts").and_then(Value::as_sequence).unwrap();
+        assert!(
+            mounts.contains(&yaml(
+                "{name: plugins, mountPath: /opt/plugins, readOnly: true}"
+            )),
+            "{name}"
+        );
+        assert!(
+            mounts.contains(&yaml(
+                "{name: config, mountPath: /etc/karpor/config, readOnly: true}"
+            )),
+            "{name}: the chart's own mounts stay"
+        );
+        // The exec plugin the volume brings is allowed, with its variable passed on.
+        let config: Value = yaml(&objects.config(role).unwrap());
+        assert_eq!(
+            at(&config, "kubernetes.exec"),
+            Some(&yaml(
+                "{allowed_commands: [/opt/plugins/aws], timeout: 20s, pass_env: [AWS_REGION]}"
+            )),
+            "{role}"
+        );
+        assert_eq!(at(container(plain.deployment(&name)), "env"), None);
+    }
 }
 
 #[test]

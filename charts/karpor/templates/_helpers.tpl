@@ -280,6 +280,8 @@ src/config and docs/configuration.md.
 {{- with (include "karpor.allowedHosts" .root | fromJsonArray) }}
 {{- $_ := set $server "allowed_hosts" . }}
 {{- end }}
+{{- $c := $v.server.connections }}
+{{- $_ := set $server "connections" (dict "header_read_timeout" $c.headerReadTimeout "idle_timeout" $c.idleTimeout "max" (int $c.max)) }}
 {{- end }}
 {{- /* Only the server's pods mount the certificate; karpor checks the files exist. */}}
 {{- if and $v.server.tls.enabled (eq .role "server") }}
@@ -340,8 +342,10 @@ refuses settings for an unknown check: the syncer's file leaves them out. */}}
 {{- $upstreams = append $upstreams (dict "name" .name "url" .url "must_ready" (ternary .must_ready true (hasKey . "must_ready"))) }}
 {{- end }}
 {{- end }}
+{{- $e := $v.kubernetes.exec }}
 {{- $config := dict
   "server" $server
+  "kubernetes" (dict "exec" (dict "allowed_commands" $e.allowedCommands "timeout" $e.timeout "pass_env" $e.passEnv))
   "log" (dict "format" $v.log.format "level" $v.log.level)
   "metadata" $metadata
   "storage" $storage
@@ -444,6 +448,9 @@ lifecycle:
 - name: tmp
   emptyDir:
     sizeLimit: 64Mi
+{{- with (index $v .role).extraVolumes }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "karpor.volumeMounts" -}}
@@ -472,6 +479,9 @@ lifecycle:
 {{- end }}
 - name: tmp
   mountPath: /tmp
+{{- with (index $v .role).extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* A karpor pod's spec: role "server" (`karpor serve`) or "syncer" (`karpor syncer`). */}}
@@ -495,6 +505,10 @@ containers:
       - {{ ternary "serve" "syncer" (eq .role "server") }}
       - --config
       - /etc/karpor/config/karpor.yaml
+    {{- with $r.extraEnv }}
+    env:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
     ports:
       - name: http
         containerPort: {{ $r.port }}
