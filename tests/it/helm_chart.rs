@@ -54,6 +54,14 @@ fn sets(pairs: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// `--set-json`s, for values that are lists or objects.
+fn set_json(pairs: &[&str]) -> Vec<String> {
+    pairs
+        .iter()
+        .flat_map(|p| ["--set-json".to_owned(), (*p).to_owned()])
+        .collect()
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -292,6 +300,36 @@ fn entry<'a>(object: &'a Value, path: &str, key: &str) -> Option<&'a str> {
     at(object, path)
         .and_then(|a| a.get(key))
         .and_then(Value::as_str)
+}
+
+/// Whether a label selector (`matchLabels` and `matchExpressions`) selects `labels`.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    let label = |key: &str| labels.get(key).and_then(Value::as_str);
+    let by_labels = at(selector, "matchLabels")
+        .and_then(Value::as_mapping)
+        .is_none_or(|m| {
+            m.iter()
+                .all(|(k, v)| label(k.as_str().unwrap()) == v.as_str())
+        });
+    let by_expressions = at(selector, "matchExpressions")
+        .and_then(Value::as_sequence)
+        .is_none_or(|expressions| {
+            expressions.iter().all(|e| {
+                let value = label(str_at(e, "key"));
+                let values: Vec<&str> = at(e, "values")
+                    .and_then(Value::as_sequence)
+                    .map(|v| v.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                match str_at(e, "operator") {
+                    "In" => value.is_some_and(|v| values.contains(&v)),
+                    "NotIn" => value.is_none_or(|v| !values.contains(&v)),
+                    "Exists" => value.is_some(),
+                    "DoesNotExist" => value.is_none(),
+                    other => panic!("operator {other}"),
+                }
+            })
+        });
+    by_labels && by_expressions
 }
 
 #[test]
@@ -556,6 +594,7 @@ fn wrong_values_fail_the_schema() {
         ("kubernetes.exec.timeout=soon", "/kubernetes/exec/timeout"),
         ("server.connections.max=0", "/server/connections/max"),
         ("ingress.hosts[0].paths[0].path=api", "/ingress/hosts/0"),
+        ("serviceMonitor.interval=often", "/serviceMonitor/interval"),
         (
             "server.extraVolumeMounts[0].name=x",
             "/server/extraVolumeMounts/0",
@@ -1093,6 +1132,129 @@ fn an_ingress_routes_to_the_server_and_names_the_hosts_karpor_allows() {
     );
 }
 
+/// The fields of a ServiceMonitor endpoint (monitoring.coreos.com/v1 `Endpoint`) the
+/// chart writes. kubernetes-validate has no schema for this CRD: it warns and passes, so
+/// `check` validates every other object and this test checks the ServiceMonitors' shape.
+const SERVICE_MONITOR_ENDPOINT_FIELDS: &[&str] = &[
+    "port",
+    "path",
+    "scheme",
+    "interval",
+    "scrapeTimeout",
+    "tlsConfig",
+];
+
+#[test]
+fn service_monitors_scrape_the_server_and_the_syncer() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&sets(&[
+        "serviceMonitor.enabled=true",
+        "serviceMonitor.labels.release=prometheus",
+        "serviceMonitor.interval=1m",
+        "serviceMonitor.scrapeTimeout=15s",
+    ]));
+    assert_eq!(objects.of_kind("ServiceMonitor").count(), 2);
+    for name in [RELEASE.to_owned(), format!("{RELEASE}-syncer")] {
+        let monitor = objects.get(&format!("ServiceMonitor/{name}"));
+        assert_eq!(str_at(monitor, "apiVersion"), "monitoring.coreos.com/v1");
+        assert_eq!(str_at(monitor, "metadata.labels.release"), "prometheus");
+        assert_eq!(
+            at(monitor, "spec.namespaceSelector"),
+            Some(&yaml(&format!("{{matchNames: [{NAMESPACE}]}}")))
+        );
+        // It selects its Service, and no other.
+        let selector = at(monitor, "spec.selector").unwrap();
+        let selected: Vec<&String> = objects
+            .of_kind("Service")
+            .filter(|(_, s)| selects(selector, at(s, "metadata.labels").unwrap()))
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(selected, [&format!("Service/{name}")], "{name}");
+        let service = objects.get(&format!("Service/{name}"));
+        let endpoints = at(monitor, "spec.endpoints")
+            .and_then(Value::as_sequence)
+            .unwrap();
+        assert_eq!(endpoints.len(), 1);
+        let endpoint = &endpoints[0];
+        for field in endpoint.as_mapping().unwrap().keys() {
+            let field = field.as_str().unwrap();
+            assert!(
+                SERVICE_MONITOR_ENDPOINT_FIELDS.contains(&field),
+                "{name}: endpoint field {field}"
+            );
+        }
+        let port = str_at(endpoint, "port");
+        assert!(
+            at(service, "spec.ports")
+                .and_then(Value::as_sequence)
+                .unwrap()
+                .iter()
+                .any(|p| str_at(p, "name") == port),
+            "{name}: port {port}"
+        );
+        assert_eq!(str_at(endpoint, "path"), "/metrics");
+        assert_eq!(str_at(endpoint, "scheme"), "http");
+        assert_eq!(str_at(endpoint, "interval"), "1m");
+        assert_eq!(str_at(endpoint, "scrapeTimeout"), "15s");
+    }
+    // HTTPS on the server: its endpoint is https with the operator's tlsConfig; the
+    // syncer's probe port stays http.
+    let tls = tools.check(
+        &[
+            values_file(MYSQL_ELASTICSEARCH),
+            sets(&["serviceMonitor.enabled=true"]),
+            set_json(&[r#"serviceMonitor.tlsConfig={"serverName":"karpor"}"#]),
+        ]
+        .concat(),
+    );
+    let server = tls.get(&format!("ServiceMonitor/{RELEASE}"));
+    assert_eq!(str_at(server, "spec.endpoints.0.scheme"), "https");
+    assert_eq!(
+        at(server, "spec.endpoints.0.tlsConfig"),
+        Some(&yaml("{serverName: karpor}"))
+    );
+    let syncer = tls.get(&format!("ServiceMonitor/{RELEASE}-syncer"));
+    assert_eq!(str_at(syncer, "spec.endpoints.0.scheme"), "http");
+    assert_eq!(at(syncer, "spec.endpoints.0.tlsConfig"), None);
+    // Off by default: the CRD may not exist.
+    assert_eq!(tools.check(&[]).of_kind("ServiceMonitor").count(), 0);
+}
+
+#[test]
+fn metrics_annotations_point_prometheus_at_the_port_karpor_listens_on() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&sets(&["metrics.annotations=true"]));
+    let plain = tools.check(&[]);
+    for name in [RELEASE.to_owned(), format!("{RELEASE}-syncer")] {
+        let deployment = objects.deployment(&name);
+        let get = |key: &str| entry(deployment, "spec.template.metadata.annotations", key);
+        assert_eq!(get("prometheus.io/scrape"), Some("true"), "{name}");
+        assert_eq!(get("prometheus.io/path"), Some("/metrics"), "{name}");
+        let port = at(container(deployment), "ports")
+            .and_then(Value::as_sequence)
+            .unwrap()
+            .iter()
+            .find(|p| str_at(p, "name") == "http")
+            .and_then(|p| at(p, "containerPort"))
+            .and_then(Value::as_u64)
+            .unwrap();
+        assert_eq!(
+            get("prometheus.io/port"),
+            Some(port.to_string().as_str()),
+            "{name}"
+        );
+        assert_eq!(
+            entry(
+                plain.deployment(&name),
+                "spec.template.metadata.annotations",
+                "prometheus.io/scrape"
+            ),
+            None,
+            "{name}: off by default"
+        );
+    }
+}
+
 #[test]
 fn extra_env_volumes_and_exec_settings_reach_the_server_and_the_syncer() {
     let Some(tools) = tools() else { return };
@@ -1184,6 +1346,13 @@ fn exposure_settings_that_cannot_work_fail_with_a_clear_message() {
                 "auth.tokens[1].value=b".into(),
             ],
             "karpor: auth.tokens[1]: the name ops is already another token's",
+        ),
+        (
+            vec![
+                "serviceMonitor.enabled=true".into(),
+                "serviceMonitor.scrapeTimeout=1m".into(),
+            ],
+            "karpor: serviceMonitor.scrapeTimeout=1m is longer than serviceMonitor.interval=30s",
         ),
     ];
     for (values, message) in &cases {

@@ -55,8 +55,10 @@ app.kubernetes.io/component: {{ .component }}
 {{- trimSuffix "s" $d | atoi }}
 {{- else if hasSuffix "m" $d }}
 {{- mul (trimSuffix "m" $d | atoi) 60 }}
+{{- else if hasSuffix "h" $d }}
+{{- mul (trimSuffix "h" $d | atoi) 3600 }}
 {{- else }}
-{{- fail (printf "karpor: %q is not a duration (use e.g. 500ms, 5s or 1m)" $d) }}
+{{- fail (printf "karpor: %q is not a duration (use e.g. 500ms, 5s, 1m or 1h)" $d) }}
 {{- end }}
 {{- end }}
 
@@ -139,6 +141,11 @@ template that renders karpor, so `helm template` and `helm install` stop on them
 {{- fail (printf "karpor: ingress host %s is a wildcard, and karpor's server.allowed_hosts matches exact names: list the names in server.allowedHosts (or [\"*\"] for any)" .host) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- if $v.serviceMonitor.enabled }}
+{{- if gt (include "karpor.seconds" $v.serviceMonitor.scrapeTimeout | atoi) (include "karpor.seconds" $v.serviceMonitor.interval | atoi) }}
+{{- fail (printf "karpor: serviceMonitor.scrapeTimeout=%s is longer than serviceMonitor.interval=%s: Prometheus refuses a scrape timeout above the interval" $v.serviceMonitor.scrapeTimeout $v.serviceMonitor.interval) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -481,6 +488,19 @@ lifecycle:
   mountPath: /tmp
 {{- with (index $v .role).extraVolumeMounts }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* prometheus.io annotations of a karpor pod ("server" or "syncer"), with metrics.annotations. */}}
+{{- define "karpor.metricsAnnotations" -}}
+{{- $v := .root.Values }}
+{{- if $v.metrics.annotations -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ (index $v .role).port | quote }}
+prometheus.io/path: /metrics
+{{- if and (eq .role "server") $v.server.tls.enabled }}
+prometheus.io/scheme: https
+{{- end }}
 {{- end }}
 {{- end }}
 
