@@ -596,6 +596,10 @@ fn wrong_values_fail_the_schema() {
         ("ingress.hosts[0].paths[0].path=api", "/ingress/hosts/0"),
         ("serviceMonitor.interval=often", "/serviceMonitor/interval"),
         (
+            "podDisruptionBudget.maxUnavailable=half",
+            "/podDisruptionBudget/maxUnavailable",
+        ),
+        (
             "server.extraVolumeMounts[0].name=x",
             "/server/extraVolumeMounts/0",
         ),
@@ -1256,6 +1260,57 @@ fn metrics_annotations_point_prometheus_at_the_port_karpor_listens_on() {
 }
 
 #[test]
+fn disruption_budgets_cover_the_server_and_the_syncer_without_stalling_drains() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&sets(&[
+        "podDisruptionBudget.enabled=true",
+        "server.replicaCount=3",
+        "podDisruptionBudget.minAvailable=2",
+    ]));
+    let server = objects.get(&format!("PodDisruptionBudget/{RELEASE}"));
+    assert_eq!(str_at(server, "apiVersion"), "policy/v1");
+    assert_eq!(at(server, "spec.minAvailable"), Some(&yaml("2")));
+    assert_eq!(
+        at(server, "spec.maxUnavailable"),
+        None,
+        "minAvailable, when set, is the budget"
+    );
+    assert_eq!(
+        at(server, "spec.selector"),
+        at(objects.deployment(RELEASE), "spec.selector")
+    );
+    let syncer = objects.get(&format!("PodDisruptionBudget/{RELEASE}-syncer"));
+    assert_eq!(at(syncer, "spec.maxUnavailable"), Some(&yaml("1")));
+    assert_eq!(
+        at(syncer, "spec.selector"),
+        at(
+            objects.deployment(&format!("{RELEASE}-syncer")),
+            "spec.selector"
+        )
+    );
+    // A percentage stays one; the in-process syncer has no budget of its own.
+    let sqlite = tools.check(
+        &[
+            values_file(SQLITE_SQLITE),
+            sets(&[
+                "podDisruptionBudget.enabled=true",
+                "podDisruptionBudget.maxUnavailable=50%",
+            ]),
+        ]
+        .concat(),
+    );
+    assert_eq!(sqlite.of_kind("PodDisruptionBudget").count(), 1);
+    assert_eq!(
+        str_at(
+            sqlite.get(&format!("PodDisruptionBudget/{RELEASE}")),
+            "spec.maxUnavailable"
+        ),
+        "50%"
+    );
+    assert_eq!(tools.check(&[]).of_kind("PodDisruptionBudget").count(), 0);
+}
+
+#[test]
 fn extra_env_volumes_and_exec_settings_reach_the_server_and_the_syncer() {
     let Some(tools) = tools() else { return };
     let objects = tools.check(&values_file(EXPOSED));
@@ -1346,6 +1401,21 @@ fn exposure_settings_that_cannot_work_fail_with_a_clear_message() {
                 "auth.tokens[1].value=b".into(),
             ],
             "karpor: auth.tokens[1]: the name ops is already another token's",
+        ),
+        (
+            vec![
+                "podDisruptionBudget.enabled=true".into(),
+                "podDisruptionBudget.minAvailable=2".into(),
+                "server.replicaCount=2".into(),
+            ],
+            "karpor: podDisruptionBudget minAvailable=2 with server.replicaCount=2 never allows an eviction",
+        ),
+        (
+            vec![
+                "podDisruptionBudget.enabled=true".into(),
+                "podDisruptionBudget.maxUnavailable=0".into(),
+            ],
+            "karpor: podDisruptionBudget maxUnavailable=0 with server.replicaCount=1 never allows an eviction",
         ),
         (
             vec![

@@ -143,6 +143,18 @@ template that renders karpor, so `helm template` and `helm install` stop on them
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if $v.podDisruptionBudget.enabled }}
+{{- $pdb := $v.podDisruptionBudget }}
+{{- $min := ternary "" (toString $pdb.minAvailable) (kindIs "invalid" $pdb.minAvailable) }}
+{{- $max := ternary "" (toString $pdb.maxUnavailable) (kindIs "invalid" $pdb.maxUnavailable) }}
+{{- if $min }}{{ $max = "" }}{{ end }}
+{{- if not (or $min $max) }}
+{{- fail "karpor: podDisruptionBudget.enabled=true needs minAvailable or maxUnavailable" }}
+{{- end }}
+{{- if or (eq $max "0") (eq $max "0%") (eq $min "100%") (and $min (not (hasSuffix "%" $min)) (ge (atoi $min) (int $v.server.replicaCount))) }}
+{{- fail (printf "karpor: podDisruptionBudget %s with server.replicaCount=%d never allows an eviction, so every node drain would stall on the server: allow at least one pod to go (e.g. maxUnavailable: 1)" (ternary (printf "minAvailable=%s" $min) (printf "maxUnavailable=%s" $max) (not (empty $min))) (int $v.server.replicaCount)) }}
+{{- end }}
+{{- end }}
 {{- if $v.serviceMonitor.enabled }}
 {{- if gt (include "karpor.seconds" $v.serviceMonitor.scrapeTimeout | atoi) (include "karpor.seconds" $v.serviceMonitor.interval | atoi) }}
 {{- fail (printf "karpor: serviceMonitor.scrapeTimeout=%s is longer than serviceMonitor.interval=%s: Prometheus refuses a scrape timeout above the interval" $v.serviceMonitor.scrapeTimeout $v.serviceMonitor.interval) }}
