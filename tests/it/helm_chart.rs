@@ -332,6 +332,37 @@ fn selects(selector: &Value, labels: &Value) -> bool {
     by_labels && by_expressions
 }
 
+/// The labels of a workload's pods.
+fn pod_labels(workload: &Value) -> &Value {
+    at(workload, "spec.template.metadata.labels").expect("pod labels")
+}
+
+/// A NetworkPolicy's egress rules that allow `port` over `protocol`.
+fn egress_to<'a>(policy: &'a Value, port: u64, protocol: &str) -> Vec<&'a Value> {
+    at(policy, "spec.egress")
+        .and_then(Value::as_sequence)
+        .expect("egress rules")
+        .iter()
+        .filter(|rule| {
+            at(rule, "ports")
+                .and_then(Value::as_sequence)
+                .is_some_and(|ports| {
+                    ports.iter().any(|p| {
+                        at(p, "port").and_then(Value::as_u64) == Some(port)
+                            && at(p, "protocol").and_then(Value::as_str) == Some(protocol)
+                    })
+                })
+        })
+        .collect()
+}
+
+/// The one egress rule to `port` (TCP) of a policy.
+fn one_egress_to<'a>(policy: &'a Value, port: u64) -> &'a Value {
+    let rules = egress_to(policy, port, "TCP");
+    assert_eq!(rules.len(), 1, "one egress rule to {port}: {policy:?}");
+    rules[0]
+}
+
 #[test]
 fn etcd_and_elasticsearch_bundled_render_and_validate() {
     let Some(tools) = tools() else { return };
@@ -599,6 +630,11 @@ fn wrong_values_fail_the_schema() {
             "podDisruptionBudget.maxUnavailable=half",
             "/podDisruptionBudget/maxUnavailable",
         ),
+        (
+            "networkPolicy.egress.clusters.cidrs={10.0.0.1}",
+            "/networkPolicy/egress/clusters/cidrs/0",
+        ),
+        ("networkPolicy.bogus=1", "bogus"),
         (
             "server.extraVolumeMounts[0].name=x",
             "/server/extraVolumeMounts/0",
@@ -1311,6 +1347,152 @@ fn disruption_budgets_cover_the_server_and_the_syncer_without_stalling_drains() 
 }
 
 #[test]
+fn network_policies_let_karpor_reach_only_dns_its_stores_and_the_clusters() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(EXPOSED));
+    let etcd_pods = pod_labels(objects.get(&format!("StatefulSet/{RELEASE}-etcd")));
+    let es_pods = pod_labels(objects.get(&format!("StatefulSet/{RELEASE}-elasticsearch")));
+    let server_pods = pod_labels(objects.deployment(RELEASE));
+    let syncer_pods = pod_labels(objects.deployment(&format!("{RELEASE}-syncer")));
+    for (name, pods, port) in [
+        (RELEASE.to_owned(), server_pods, 7443),
+        (format!("{RELEASE}-syncer"), syncer_pods, 7444),
+    ] {
+        let policy = objects.get(&format!("NetworkPolicy/{name}"));
+        assert!(
+            selects(at(policy, "spec.podSelector").unwrap(), pods),
+            "{name}"
+        );
+        for other in [etcd_pods, es_pods, server_pods, syncer_pods] {
+            if other != pods {
+                assert!(!selects(at(policy, "spec.podSelector").unwrap(), other));
+            }
+        }
+        assert_eq!(
+            at(policy, "spec.policyTypes"),
+            Some(&yaml("[Ingress, Egress]"))
+        );
+        // In: its port, from the operator's peers (the syncer also from the servers).
+        let ingress = at(policy, "spec.ingress")
+            .and_then(Value::as_sequence)
+            .unwrap();
+        assert_eq!(ingress.len(), 1, "{name}");
+        assert_eq!(
+            at(&ingress[0], "ports"),
+            Some(&yaml(&format!("[{{port: {port}, protocol: TCP}}]"))),
+            "{name}"
+        );
+        let from = at(&ingress[0], "from")
+            .and_then(Value::as_sequence)
+            .unwrap();
+        assert!(from.contains(&yaml(
+            "{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}"
+        )));
+        let from_servers = from.iter().any(|peer| {
+            peer.get("namespaceSelector").is_none()
+                && at(peer, "podSelector").is_some_and(|s| selects(s, server_pods))
+        });
+        assert_eq!(from_servers, name.ends_with("-syncer"), "{name}");
+        // Out: DNS anywhere, the bundled stores by their pods' labels, the clusters.
+        for protocol in ["UDP", "TCP"] {
+            let dns = egress_to(policy, 53, protocol);
+            assert_eq!(dns.len(), 1, "{name}: DNS over {protocol}");
+            assert_eq!(at(dns[0], "to"), None, "{name}: any resolver");
+        }
+        let etcd = one_egress_to(policy, 2379);
+        assert!(selects(at(etcd, "to.0.podSelector").unwrap(), etcd_pods));
+        let es = one_egress_to(policy, 9200);
+        assert!(selects(at(es, "to.0.podSelector").unwrap(), es_pods));
+        let clusters = one_egress_to(policy, 443);
+        assert_eq!(clusters, one_egress_to(policy, 6443));
+        assert_eq!(
+            at(clusters, "to"),
+            Some(&yaml(
+                "[{ipBlock: {cidr: 10.20.0.0/16}}, {ipBlock: {cidr: 192.168.10.0/24}}]"
+            ))
+        );
+        assert_eq!(
+            at(policy, "spec.egress")
+                .and_then(Value::as_sequence)
+                .unwrap()
+                .len(),
+            4,
+            "{name}: DNS, etcd, Elasticsearch, clusters and nothing else"
+        );
+    }
+    // The bundled stores accept karpor's pods only (Elasticsearch runs without security),
+    // and etcd its peers.
+    let es = objects.get(&format!("NetworkPolicy/{RELEASE}-elasticsearch"));
+    assert!(selects(at(es, "spec.podSelector").unwrap(), es_pods));
+    assert_eq!(at(es, "spec.policyTypes"), Some(&yaml("[Ingress]")));
+    let rule = at(es, "spec.ingress.0").unwrap();
+    assert_eq!(at(es, "spec.ingress.1"), None);
+    assert_eq!(
+        at(rule, "ports"),
+        Some(&yaml("[{port: 9200, protocol: TCP}]"))
+    );
+    let peer = at(rule, "from.0.podSelector").unwrap();
+    assert!(selects(peer, server_pods) && selects(peer, syncer_pods));
+    assert!(!selects(peer, etcd_pods) && !selects(peer, es_pods));
+    let etcd = objects.get(&format!("NetworkPolicy/{RELEASE}-etcd"));
+    assert!(selects(at(etcd, "spec.podSelector").unwrap(), etcd_pods));
+    let peers = at(etcd, "spec.ingress.1").unwrap();
+    assert!(selects(at(peers, "from.0.podSelector").unwrap(), etcd_pods));
+    assert_eq!(
+        at(peers, "ports"),
+        Some(&yaml(
+            "[{port: 2379, protocol: TCP}, {port: 2380, protocol: TCP}]"
+        ))
+    );
+
+    // External stores: the operator's addresses, and no bundled pods.
+    let external = tools.check(
+        &[
+            values_file(MYSQL_ELASTICSEARCH),
+            sets(&["networkPolicy.enabled=true"]),
+            set_json(&[
+                r#"networkPolicy.egress.stores=[{"cidr":"10.0.12.0/24","ports":[3306]},{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"search"}},"ports":[9200]}]"#,
+            ]),
+        ]
+        .concat(),
+    );
+    let policy = external.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert_eq!(
+        at(one_egress_to(policy, 3306), "to"),
+        Some(&yaml("[{ipBlock: {cidr: 10.0.12.0/24}}]"))
+    );
+    assert_eq!(
+        at(one_egress_to(policy, 9200), "to"),
+        Some(&yaml(
+            "[{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: search}}}]"
+        ))
+    );
+    assert!(egress_to(policy, 2379, "TCP").is_empty());
+    assert_eq!(
+        external.of_kind("NetworkPolicy").count(),
+        2,
+        "no store policies"
+    );
+    // Without peers anyone may connect; readiness.includeSyncer lets the servers reach
+    // the syncer's probe port.
+    let bundled = tools.check(
+        &[
+            values_file(ETCD_ELASTICSEARCH),
+            sets(&["networkPolicy.enabled=true"]),
+        ]
+        .concat(),
+    );
+    let policy = bundled.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert_eq!(at(policy, "spec.ingress.0.from"), None);
+    let upstream = one_egress_to(policy, 7444);
+    assert!(selects(
+        at(upstream, "to.0.podSelector").unwrap(),
+        pod_labels(bundled.deployment(&format!("{RELEASE}-syncer")))
+    ));
+    assert_eq!(tools.check(&[]).of_kind("NetworkPolicy").count(), 0);
+}
+
+#[test]
 fn extra_env_volumes_and_exec_settings_reach_the_server_and_the_syncer() {
     let Some(tools) = tools() else { return };
     let objects = tools.check(&values_file(EXPOSED));
@@ -1423,6 +1605,14 @@ fn exposure_settings_that_cannot_work_fail_with_a_clear_message() {
                 "serviceMonitor.scrapeTimeout=1m".into(),
             ],
             "karpor: serviceMonitor.scrapeTimeout=1m is longer than serviceMonitor.interval=30s",
+        ),
+        (
+            vec![
+                "networkPolicy.enabled=true".into(),
+                "metadata.backend=mysql".into(),
+                "metadata.mysql.url.existingSecret=karpor-mysql".into(),
+            ],
+            "karpor: networkPolicy.enabled=true with metadata.backend=mysql needs networkPolicy.egress.stores",
         ),
     ];
     for (values, message) in &cases {

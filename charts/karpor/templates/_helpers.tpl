@@ -160,6 +160,15 @@ template that renders karpor, so `helm template` and `helm install` stop on them
 {{- fail (printf "karpor: serviceMonitor.scrapeTimeout=%s is longer than serviceMonitor.interval=%s: Prometheus refuses a scrape timeout above the interval" $v.serviceMonitor.scrapeTimeout $v.serviceMonitor.interval) }}
 {{- end }}
 {{- end }}
+{{- if and $v.networkPolicy.enabled (not $v.networkPolicy.egress.stores) }}
+{{- $external := list }}
+{{- if eq $v.metadata.backend "mysql" }}{{ $external = append $external "metadata.backend=mysql" }}{{ end }}
+{{- if and (eq $v.metadata.backend "etcd") (not $v.metadata.etcd.bundled) }}{{ $external = append $external "an external etcd" }}{{ end }}
+{{- if and (eq $v.storage.backend "elasticsearch") (not $v.storage.elasticsearch.bundled) }}{{ $external = append $external "an external Elasticsearch" }}{{ end }}
+{{- if $external }}
+{{- fail (printf "karpor: networkPolicy.enabled=true with %s needs networkPolicy.egress.stores (their addresses and ports), or karpor's pods cannot reach them" (join " and " $external)) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
