@@ -1,9 +1,11 @@
 //! The Helm chart (`charts/karpor`): every supported combination lints, renders and
 //! passes `kubernetes-validate --strict`; invalid combinations and wrong values fail with
 //! a clear message; the Deployments carry the health spec's probes and the hardening;
-//! and the config file the chart renders is accepted by the real binary.
+//! API tokens, the encryption key, the Ingress, monitoring, disruption budgets and
+//! network policies render as karpor and Kubernetes need them; and the config file the
+//! chart renders is accepted by the real binary.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -1538,6 +1540,53 @@ fn extra_env_volumes_and_exec_settings_reach_the_server_and_the_syncer() {
             "{role}"
         );
         assert_eq!(at(container(plain.deployment(&name)), "env"), None);
+    }
+}
+
+#[test]
+fn every_container_has_requests_and_limits() {
+    let Some(tools) = tools() else { return };
+    let mut seen = BTreeSet::new();
+    for values in [
+        Vec::new(),
+        values_file(ETCD_ELASTICSEARCH),
+        values_file(MYSQL_ELASTICSEARCH),
+        values_file(SQLITE_SQLITE),
+        values_file(EXPOSED),
+    ] {
+        let objects = Objects::parse(&tools.render(&values));
+        for (key, workload) in objects
+            .of_kind("Deployment")
+            .chain(objects.of_kind("StatefulSet"))
+        {
+            let pod = at(workload, "spec.template.spec").unwrap();
+            for list in ["containers", "initContainers"] {
+                for c in at(pod, list)
+                    .and_then(Value::as_sequence)
+                    .into_iter()
+                    .flatten()
+                {
+                    let name = format!("{key}/{}", str_at(c, "name"));
+                    for field in [
+                        "resources.requests.cpu",
+                        "resources.requests.memory",
+                        "resources.limits.cpu",
+                        "resources.limits.memory",
+                    ] {
+                        assert!(at(c, field).is_some(), "{name}: {field} ({values:?})");
+                    }
+                    seen.insert(name);
+                }
+            }
+        }
+    }
+    for name in [
+        format!("Deployment/{RELEASE}/server"),
+        format!("Deployment/{RELEASE}-syncer/syncer"),
+        format!("StatefulSet/{RELEASE}-etcd/etcd"),
+        format!("StatefulSet/{RELEASE}-elasticsearch/elasticsearch"),
+    ] {
+        assert!(seen.contains(&name), "{name} in {seen:?}");
     }
 }
 
