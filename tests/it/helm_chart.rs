@@ -1,9 +1,11 @@
 //! The Helm chart (`charts/karpor`): every supported combination lints, renders and
 //! passes `kubernetes-validate --strict`; invalid combinations and wrong values fail with
 //! a clear message; the Deployments carry the health spec's probes and the hardening;
-//! and the config file the chart renders is accepted by the real binary.
+//! API tokens, the encryption key, the Ingress, monitoring, disruption budgets and
+//! network policies render as karpor and Kubernetes need them; and the config file the
+//! chart renders is accepted by the real binary.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -24,6 +26,8 @@ const KUBE_VERSIONS: &[&str] = &["1.30.0", "1.35.0"];
 const ETCD_ELASTICSEARCH: &str = "ci/etcd-elasticsearch-values.yaml";
 const MYSQL_ELASTICSEARCH: &str = "ci/mysql-elasticsearch-values.yaml";
 const SQLITE_SQLITE: &str = "ci/sqlite-sqlite-values.yaml";
+/// What an operator adds to share karpor with a team (the file's header lists it).
+const EXPOSED: &str = "ci/exposed-values.yaml";
 
 struct Tools {
     helm: String,
@@ -49,6 +53,14 @@ fn sets(pairs: &[&str]) -> Vec<String> {
     pairs
         .iter()
         .flat_map(|p| ["--set".to_owned(), (*p).to_owned()])
+        .collect()
+}
+
+/// `--set-json`s, for values that are lists or objects.
+fn set_json(pairs: &[&str]) -> Vec<String> {
+    pairs
+        .iter()
+        .flat_map(|p| ["--set-json".to_owned(), (*p).to_owned()])
         .collect()
 }
 
@@ -127,6 +139,28 @@ impl Tools {
         Objects::parse(&manifest)
     }
 
+    /// NOTES.txt as `helm install` prints it (a client-side dry run: no cluster).
+    fn notes(&self, values: &[String]) -> String {
+        let mut args = vec![
+            "install".to_owned(),
+            RELEASE.into(),
+            CHART.into(),
+            "--namespace".into(),
+            NAMESPACE.into(),
+            "--dry-run=client".into(),
+        ];
+        args.extend_from_slice(values);
+        let out = self.helm(&args);
+        assert!(
+            out.status.success(),
+            "helm install --dry-run=client {values:?}:\n{}",
+            text(&out.stderr)
+        );
+        let stdout = text(&out.stdout);
+        let notes = stdout.split_once("NOTES:").map(|(_, n)| n.to_owned());
+        notes.unwrap_or_else(|| panic!("no NOTES in:\n{stdout}"))
+    }
+
     /// Values that `helm install` must refuse: template fails; helm's error text. (helm
     /// lint fails only on schema errors: in lint mode a template's `fail` is logged.)
     fn refused(&self, values: &[String]) -> String {
@@ -189,6 +223,19 @@ impl Objects {
     fn deployment(&self, name: &str) -> &Value {
         self.get(&format!("Deployment/{name}"))
     }
+
+    /// A Secret's value under `key`, base64-decoded as the kubelet mounts it.
+    fn secret(&self, name: &str, key: &str) -> Vec<u8> {
+        use base64::Engine as _;
+        let secret = self.get(&format!("Secret/{name}"));
+        let data = at(secret, "data")
+            .and_then(|d| d.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("Secret/{name} has no {key}"));
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .expect("base64 in a Secret's data")
+    }
 }
 
 /// A dotted path into YAML (`spec.template.spec`); list items by index.
@@ -216,6 +263,106 @@ fn container(deployment: &Value) -> &Value {
 
 fn yaml(text: &str) -> Value {
     serde_yaml::from_str(text).unwrap()
+}
+
+/// The files of a Deployment's `secrets` volume: `(Secret, key, file)` each.
+fn secret_files(deployment: &Value) -> Vec<(String, String, String)> {
+    let volumes = at(deployment, "spec.template.spec.volumes")
+        .and_then(Value::as_sequence)
+        .expect("volumes");
+    let Some(secrets) = volumes.iter().find(|v| str_at(v, "name") == "secrets") else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    for source in at(secrets, "projected.sources")
+        .and_then(Value::as_sequence)
+        .expect("projected sources")
+    {
+        for item in at(source, "secret.items")
+            .and_then(Value::as_sequence)
+            .expect("items")
+        {
+            files.push((
+                str_at(source, "secret.name").to_owned(),
+                str_at(item, "key").to_owned(),
+                str_at(item, "path").to_owned(),
+            ));
+        }
+    }
+    files
+}
+
+fn file(secret: &str, key: &str, path: &str) -> (String, String, String) {
+    (secret.to_owned(), key.to_owned(), path.to_owned())
+}
+
+/// One entry of the map at `path` whose key has dots (labels, annotations), which `at`
+/// would split.
+fn entry<'a>(object: &'a Value, path: &str, key: &str) -> Option<&'a str> {
+    at(object, path)
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// Whether a label selector (`matchLabels` and `matchExpressions`) selects `labels`.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    let label = |key: &str| labels.get(key).and_then(Value::as_str);
+    let by_labels = at(selector, "matchLabels")
+        .and_then(Value::as_mapping)
+        .is_none_or(|m| {
+            m.iter()
+                .all(|(k, v)| label(k.as_str().unwrap()) == v.as_str())
+        });
+    let by_expressions = at(selector, "matchExpressions")
+        .and_then(Value::as_sequence)
+        .is_none_or(|expressions| {
+            expressions.iter().all(|e| {
+                let value = label(str_at(e, "key"));
+                let values: Vec<&str> = at(e, "values")
+                    .and_then(Value::as_sequence)
+                    .map(|v| v.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                match str_at(e, "operator") {
+                    "In" => value.is_some_and(|v| values.contains(&v)),
+                    "NotIn" => value.is_none_or(|v| !values.contains(&v)),
+                    "Exists" => value.is_some(),
+                    "DoesNotExist" => value.is_none(),
+                    other => panic!("operator {other}"),
+                }
+            })
+        });
+    by_labels && by_expressions
+}
+
+/// The labels of a workload's pods.
+fn pod_labels(workload: &Value) -> &Value {
+    at(workload, "spec.template.metadata.labels").expect("pod labels")
+}
+
+/// A NetworkPolicy's egress rules that allow `port` over `protocol`.
+fn egress_to<'a>(policy: &'a Value, port: u64, protocol: &str) -> Vec<&'a Value> {
+    at(policy, "spec.egress")
+        .and_then(Value::as_sequence)
+        .expect("egress rules")
+        .iter()
+        .filter(|rule| {
+            at(rule, "ports")
+                .and_then(Value::as_sequence)
+                .is_some_and(|ports| {
+                    ports.iter().any(|p| {
+                        at(p, "port").and_then(Value::as_u64) == Some(port)
+                            && at(p, "protocol").and_then(Value::as_str) == Some(protocol)
+                    })
+                })
+        })
+        .collect()
+}
+
+/// The one egress rule to `port` (TCP) of a policy.
+fn one_egress_to<'a>(policy: &'a Value, port: u64) -> &'a Value {
+    let rules = egress_to(policy, port, "TCP");
+    assert_eq!(rules.len(), 1, "one egress rule to {port}: {policy:?}");
+    rules[0]
 }
 
 #[test]
@@ -374,7 +521,8 @@ fn mysql_and_external_elasticsearch_render_and_validate() {
         &yaml(&format!(
             "[{{secret: {{name: {RELEASE}, items: [{{key: encryption-key, path: encryption-key}}]}}}},\
               {{secret: {{name: karpor-mysql, items: [{{key: url, path: mysql-url}}]}}}},\
-              {{secret: {{name: {RELEASE}, items: [{{key: elasticsearch-password, path: elasticsearch-password}}]}}}}]"
+              {{secret: {{name: {RELEASE}, items: [{{key: elasticsearch-password, path: elasticsearch-password}}]}}}},\
+              {{secret: {{name: {RELEASE}-token, items: [{{key: token, path: auth-token-0}}]}}}}]"
         ))
     );
     let secret = objects.get(&format!("Secret/{RELEASE}"));
@@ -470,6 +618,29 @@ fn wrong_values_fail_the_schema() {
         ("health.checkTimeout=1", "/health/checkTimeout"),
         ("readiness.upstreams[0].name=x", "/readiness/upstreams/0"),
         ("server.bogus=1", "bogus"),
+        // karpor refuses an anonymous admin; in a cluster `auto` means `none`.
+        ("auth.anonymous=admin", "/auth/anonymous"),
+        ("auth.anonymous=auto", "/auth/anonymous"),
+        ("auth.tokens[0].role=root", "/auth/tokens/0"),
+        // One level, not a filter (RUST_LOG takes a filter).
+        ("log.level=karpor=debug", "/log/level"),
+        ("kubernetes.exec.timeout=soon", "/kubernetes/exec/timeout"),
+        ("server.connections.max=0", "/server/connections/max"),
+        ("ingress.hosts[0].paths[0].path=api", "/ingress/hosts/0"),
+        ("serviceMonitor.interval=often", "/serviceMonitor/interval"),
+        (
+            "podDisruptionBudget.maxUnavailable=half",
+            "/podDisruptionBudget/maxUnavailable",
+        ),
+        (
+            "networkPolicy.egress.clusters.cidrs={10.0.0.1}",
+            "/networkPolicy/egress/clusters/cidrs/0",
+        ),
+        ("networkPolicy.bogus=1", "bogus"),
+        (
+            "server.extraVolumeMounts[0].name=x",
+            "/server/extraVolumeMounts/0",
+        ),
     ];
     for (value, path) in cases {
         let lint = tools.lint(&sets(&[value]));
@@ -728,6 +899,18 @@ fn relocate(config: &str, root: &Path) -> String {
     ] {
         std::fs::write(secrets.join(name), value).unwrap();
     }
+    // Every other secret file the config names (API tokens): a value of its own each,
+    // since karpor refuses two tokens alike.
+    for name in config.split("/etc/karpor/secrets/").skip(1) {
+        let name: String = name
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        let path = secrets.join(&name);
+        if !path.exists() {
+            std::fs::write(path, format!("{name}-value\n")).unwrap();
+        }
+    }
     for name in ["tls.crt", "tls.key"] {
         std::fs::write(tls.join(name), "not read before the listener starts\n").unwrap();
     }
@@ -751,6 +934,7 @@ fn the_real_binary_accepts_every_rendered_config() {
         values_file(ETCD_ELASTICSEARCH),
         values_file(MYSQL_ELASTICSEARCH),
         values_file(SQLITE_SQLITE),
+        values_file(EXPOSED),
         sets(&[
             "metadata.etcd.bundled=false",
             "metadata.etcd.endpoints={https://etcd-a:2379}",
@@ -776,7 +960,744 @@ fn the_real_binary_accepts_every_rendered_config() {
         }
     }
     assert_eq!(
-        checked, 9,
-        "4 split deployments (server + syncer) and sqlite"
+        checked, 11,
+        "5 split deployments (server + syncer) and sqlite"
+    );
+}
+
+#[test]
+fn the_default_install_makes_an_admin_token_and_answers_no_anonymous_request() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&[]);
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "auth"),
+        Some(&yaml(
+            "{anonymous: none, tokens: [{name: admin, role: admin, \
+             token: {file: /etc/karpor/secrets/auth-token-0}}]}"
+        ))
+    );
+    let token_secret = format!("{RELEASE}-token");
+    let token = objects.secret(&token_secret, "token");
+    assert_eq!(token.len(), 48, "{}", text(&token));
+    assert!(token.iter().all(u8::is_ascii_alphanumeric));
+    let server_pod = objects.deployment(RELEASE);
+    assert!(
+        secret_files(server_pod).contains(&file(&token_secret, "token", "auth-token-0")),
+        "{:?}",
+        secret_files(server_pod)
+    );
+    // The syncer answers no API: no token mounted, karpor's auth defaults untouched.
+    let syncer_pod = objects.deployment(&format!("{RELEASE}-syncer"));
+    assert!(
+        secret_files(syncer_pod)
+            .iter()
+            .all(|(secret, _, _)| *secret != token_secret),
+        "{:?}",
+        secret_files(syncer_pod)
+    );
+    let syncer: Value = yaml(&objects.config("syncer").unwrap());
+    assert_eq!(at(&syncer, "auth"), None);
+    // Random, not a constant: without a live Secret to look up, each render makes one.
+    let again = Objects::parse(&tools.render(&[])).secret(&token_secret, "token");
+    assert_ne!(token, again, "two renders, two tokens");
+    // Made once per render: both pods hash the same generated Secrets.
+    let checksum = |d: &Value| {
+        entry(
+            d,
+            "spec.template.metadata.annotations",
+            "checksum/secret-generated",
+        )
+        .map(str::to_owned)
+    };
+    assert!(checksum(server_pod).is_some());
+    assert_eq!(checksum(server_pod), checksum(syncer_pod));
+}
+
+#[test]
+fn given_api_tokens_reach_karpor_as_files_and_never_the_config_map() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(EXPOSED));
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "auth"),
+        Some(&yaml(
+            "{anonymous: guest, tokens: [\
+             {name: ops, role: admin, token: {file: /etc/karpor/secrets/auth-token-0}}, \
+             {name: dashboards, role: guest, token: {file: /etc/karpor/secrets/auth-token-1}}]}"
+        ))
+    );
+    let config_map =
+        serde_yaml::to_string(objects.get(&format!("ConfigMap/{RELEASE}-config"))).unwrap();
+    assert!(
+        !config_map.contains("dashboards-token"),
+        "a token value in the ConfigMap"
+    );
+    assert_eq!(
+        objects.secret(RELEASE, "auth-token-1"),
+        b"dashboards-token-0123456789"
+    );
+    assert!(
+        !objects.has(&format!("Secret/{RELEASE}-token")),
+        "no generated token beside the operator's"
+    );
+    let files = secret_files(objects.deployment(RELEASE));
+    for expected in [
+        file("karpor-tokens", "ops", "auth-token-0"),
+        file(RELEASE, "auth-token-1", "auth-token-1"),
+    ] {
+        assert!(files.contains(&expected), "{expected:?} in {files:?}");
+    }
+}
+
+#[test]
+fn etcd_and_mysql_get_a_generated_encryption_key_that_outlives_the_release() {
+    use base64::Engine as _;
+    let Some(tools) = tools() else { return };
+    let key_secret = format!("{RELEASE}-encryption-key");
+    let mount = file(&key_secret, "encryption-key", "encryption-key");
+    let objects = tools.check(&[]);
+    let secret = objects.get(&format!("Secret/{key_secret}"));
+    assert_eq!(
+        entry(secret, "metadata.annotations", "helm.sh/resource-policy"),
+        Some("keep"),
+        "an uninstall must not take the key of the data it leaves behind"
+    );
+    // The file is 32 random bytes in base64, which karpor reads as a key.
+    let key = objects.secret(&key_secret, "encryption-key");
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(&key)
+        .expect("a base64 key");
+    assert_eq!(raw.len(), 32);
+    for (role, deployment) in [
+        ("server", RELEASE.to_owned()),
+        ("syncer", format!("{RELEASE}-syncer")),
+    ] {
+        let config: Value = yaml(&objects.config(role).unwrap());
+        assert_eq!(
+            str_at(&config, "metadata.encryption_key_file"),
+            "/etc/karpor/secrets/encryption-key",
+            "{role}"
+        );
+        assert!(
+            secret_files(objects.deployment(&deployment)).contains(&mount),
+            "{deployment}"
+        );
+    }
+    // MySQL too, when no key is given.
+    let mysql = tools.check(
+        &[
+            values_file(MYSQL_ELASTICSEARCH),
+            sets(&["metadata.encryptionKey.value="]),
+        ]
+        .concat(),
+    );
+    assert!(secret_files(mysql.deployment(RELEASE)).contains(&mount));
+    // A given key (value or existingSecret) is used as it is.
+    for values in [
+        values_file(MYSQL_ELASTICSEARCH),
+        values_file(ETCD_ELASTICSEARCH),
+    ] {
+        let objects = tools.check(&values);
+        assert!(!objects.has(&format!("Secret/{key_secret}")), "{values:?}");
+        let config: Value = yaml(&objects.config("server").unwrap());
+        assert_eq!(
+            str_at(&config, "metadata.encryption_key_file"),
+            "/etc/karpor/secrets/encryption-key"
+        );
+    }
+    // SQLite keeps the key karpor makes beside the database, as before.
+    let sqlite = tools.check(&values_file(SQLITE_SQLITE));
+    assert!(!sqlite.has(&format!("Secret/{key_secret}")));
+    let config: Value = yaml(&sqlite.config("server").unwrap());
+    assert_eq!(at(&config, "metadata.encryption_key_file"), None);
+}
+
+#[test]
+fn an_ingress_routes_to_the_server_and_names_the_hosts_karpor_allows() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(EXPOSED));
+    let ingress = objects.get(&format!("Ingress/{RELEASE}"));
+    assert_eq!(str_at(ingress, "spec.ingressClassName"), "nginx");
+    assert_eq!(
+        at(ingress, "spec.tls"),
+        Some(&yaml(
+            "[{secretName: karpor-example-tls, hosts: [karpor.example.com]}]"
+        ))
+    );
+    assert_eq!(str_at(ingress, "spec.rules.0.host"), "karpor.example.com");
+    let path = at(ingress, "spec.rules.0.http.paths.0").unwrap();
+    assert_eq!(str_at(path, "path"), "/");
+    assert_eq!(str_at(path, "pathType"), "Prefix");
+    // The backend is the server's Service, on a port it has.
+    let service = objects.get(&format!("Service/{}", str_at(path, "backend.service.name")));
+    assert_eq!(
+        entry(service, "spec.selector", "app.kubernetes.io/component"),
+        Some("server")
+    );
+    let port = str_at(path, "backend.service.port.name");
+    assert!(
+        at(service, "spec.ports")
+            .and_then(Value::as_sequence)
+            .unwrap()
+            .iter()
+            .any(|p| str_at(p, "name") == port),
+        "{port}"
+    );
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "server.allowed_hosts"),
+        Some(&yaml(&format!(
+            "[karpor.example.com, {RELEASE}, {RELEASE}.{NAMESPACE}, {RELEASE}.{NAMESPACE}.svc, \
+             {RELEASE}.{NAMESPACE}.svc.cluster.local, localhost, 127.0.0.1, '[::1]']"
+        )))
+    );
+    let syncer: Value = yaml(&objects.config("syncer").unwrap());
+    assert_eq!(at(&syncer, "server.allowed_hosts"), None);
+    // Without an ingress: not set, so karpor on 0.0.0.0 answers any Host.
+    let plain = tools.check(&[]);
+    assert_eq!(plain.of_kind("Ingress").count(), 0);
+    let config: Value = yaml(&plain.config("server").unwrap());
+    assert_eq!(at(&config, "server.allowed_hosts"), None);
+    // server.allowedHosts: exactly the operator's names.
+    let own = tools.check(
+        &[
+            values_file(EXPOSED),
+            sets(&["server.allowedHosts={karpor.internal}"]),
+        ]
+        .concat(),
+    );
+    let config: Value = yaml(&own.config("server").unwrap());
+    assert_eq!(
+        at(&config, "server.allowed_hosts"),
+        Some(&yaml("[karpor.internal]"))
+    );
+}
+
+/// The fields of a ServiceMonitor endpoint (monitoring.coreos.com/v1 `Endpoint`) the
+/// chart writes. kubernetes-validate has no schema for this CRD: it warns and passes, so
+/// `check` validates every other object and this test checks the ServiceMonitors' shape.
+const SERVICE_MONITOR_ENDPOINT_FIELDS: &[&str] = &[
+    "port",
+    "path",
+    "scheme",
+    "interval",
+    "scrapeTimeout",
+    "tlsConfig",
+];
+
+#[test]
+fn service_monitors_scrape_the_server_and_the_syncer() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&sets(&[
+        "serviceMonitor.enabled=true",
+        "serviceMonitor.labels.release=prometheus",
+        "serviceMonitor.interval=1m",
+        "serviceMonitor.scrapeTimeout=15s",
+    ]));
+    assert_eq!(objects.of_kind("ServiceMonitor").count(), 2);
+    for name in [RELEASE.to_owned(), format!("{RELEASE}-syncer")] {
+        let monitor = objects.get(&format!("ServiceMonitor/{name}"));
+        assert_eq!(str_at(monitor, "apiVersion"), "monitoring.coreos.com/v1");
+        assert_eq!(str_at(monitor, "metadata.labels.release"), "prometheus");
+        assert_eq!(
+            at(monitor, "spec.namespaceSelector"),
+            Some(&yaml(&format!("{{matchNames: [{NAMESPACE}]}}")))
+        );
+        // It selects its Service, and no other.
+        let selector = at(monitor, "spec.selector").unwrap();
+        let selected: Vec<&String> = objects
+            .of_kind("Service")
+            .filter(|(_, s)| selects(selector, at(s, "metadata.labels").unwrap()))
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(selected, [&format!("Service/{name}")], "{name}");
+        let service = objects.get(&format!("Service/{name}"));
+        let endpoints = at(monitor, "spec.endpoints")
+            .and_then(Value::as_sequence)
+            .unwrap();
+        assert_eq!(endpoints.len(), 1);
+        let endpoint = &endpoints[0];
+        for field in endpoint.as_mapping().unwrap().keys() {
+            let field = field.as_str().unwrap();
+            assert!(
+                SERVICE_MONITOR_ENDPOINT_FIELDS.contains(&field),
+                "{name}: endpoint field {field}"
+            );
+        }
+        let port = str_at(endpoint, "port");
+        assert!(
+            at(service, "spec.ports")
+                .and_then(Value::as_sequence)
+                .unwrap()
+                .iter()
+                .any(|p| str_at(p, "name") == port),
+            "{name}: port {port}"
+        );
+        assert_eq!(str_at(endpoint, "path"), "/metrics");
+        assert_eq!(str_at(endpoint, "scheme"), "http");
+        assert_eq!(str_at(endpoint, "interval"), "1m");
+        assert_eq!(str_at(endpoint, "scrapeTimeout"), "15s");
+    }
+    // HTTPS on the server: its endpoint is https with the operator's tlsConfig; the
+    // syncer's probe port stays http.
+    let tls = tools.check(
+        &[
+            values_file(MYSQL_ELASTICSEARCH),
+            sets(&["serviceMonitor.enabled=true"]),
+            set_json(&[r#"serviceMonitor.tlsConfig={"serverName":"karpor"}"#]),
+        ]
+        .concat(),
+    );
+    let server = tls.get(&format!("ServiceMonitor/{RELEASE}"));
+    assert_eq!(str_at(server, "spec.endpoints.0.scheme"), "https");
+    assert_eq!(
+        at(server, "spec.endpoints.0.tlsConfig"),
+        Some(&yaml("{serverName: karpor}"))
+    );
+    let syncer = tls.get(&format!("ServiceMonitor/{RELEASE}-syncer"));
+    assert_eq!(str_at(syncer, "spec.endpoints.0.scheme"), "http");
+    assert_eq!(at(syncer, "spec.endpoints.0.tlsConfig"), None);
+    // Off by default: the CRD may not exist.
+    assert_eq!(tools.check(&[]).of_kind("ServiceMonitor").count(), 0);
+}
+
+#[test]
+fn metrics_annotations_point_prometheus_at_the_port_karpor_listens_on() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&sets(&["metrics.annotations=true"]));
+    let plain = tools.check(&[]);
+    for name in [RELEASE.to_owned(), format!("{RELEASE}-syncer")] {
+        let deployment = objects.deployment(&name);
+        let get = |key: &str| entry(deployment, "spec.template.metadata.annotations", key);
+        assert_eq!(get("prometheus.io/scrape"), Some("true"), "{name}");
+        assert_eq!(get("prometheus.io/path"), Some("/metrics"), "{name}");
+        let port = at(container(deployment), "ports")
+            .and_then(Value::as_sequence)
+            .unwrap()
+            .iter()
+            .find(|p| str_at(p, "name") == "http")
+            .and_then(|p| at(p, "containerPort"))
+            .and_then(Value::as_u64)
+            .unwrap();
+        assert_eq!(
+            get("prometheus.io/port"),
+            Some(port.to_string().as_str()),
+            "{name}"
+        );
+        assert_eq!(
+            entry(
+                plain.deployment(&name),
+                "spec.template.metadata.annotations",
+                "prometheus.io/scrape"
+            ),
+            None,
+            "{name}: off by default"
+        );
+    }
+}
+
+#[test]
+fn disruption_budgets_cover_the_server_and_the_syncer_without_stalling_drains() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&sets(&[
+        "podDisruptionBudget.enabled=true",
+        "server.replicaCount=3",
+        "podDisruptionBudget.minAvailable=2",
+    ]));
+    let server = objects.get(&format!("PodDisruptionBudget/{RELEASE}"));
+    assert_eq!(str_at(server, "apiVersion"), "policy/v1");
+    assert_eq!(at(server, "spec.minAvailable"), Some(&yaml("2")));
+    assert_eq!(
+        at(server, "spec.maxUnavailable"),
+        None,
+        "minAvailable, when set, is the budget"
+    );
+    assert_eq!(
+        at(server, "spec.selector"),
+        at(objects.deployment(RELEASE), "spec.selector")
+    );
+    let syncer = objects.get(&format!("PodDisruptionBudget/{RELEASE}-syncer"));
+    assert_eq!(at(syncer, "spec.maxUnavailable"), Some(&yaml("1")));
+    assert_eq!(
+        at(syncer, "spec.selector"),
+        at(
+            objects.deployment(&format!("{RELEASE}-syncer")),
+            "spec.selector"
+        )
+    );
+    // A percentage stays one; the in-process syncer has no budget of its own.
+    let sqlite = tools.check(
+        &[
+            values_file(SQLITE_SQLITE),
+            sets(&[
+                "podDisruptionBudget.enabled=true",
+                "podDisruptionBudget.maxUnavailable=50%",
+            ]),
+        ]
+        .concat(),
+    );
+    assert_eq!(sqlite.of_kind("PodDisruptionBudget").count(), 1);
+    assert_eq!(
+        str_at(
+            sqlite.get(&format!("PodDisruptionBudget/{RELEASE}")),
+            "spec.maxUnavailable"
+        ),
+        "50%"
+    );
+    assert_eq!(tools.check(&[]).of_kind("PodDisruptionBudget").count(), 0);
+}
+
+#[test]
+fn network_policies_let_karpor_reach_only_dns_its_stores_and_the_clusters() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(EXPOSED));
+    let etcd_pods = pod_labels(objects.get(&format!("StatefulSet/{RELEASE}-etcd")));
+    let es_pods = pod_labels(objects.get(&format!("StatefulSet/{RELEASE}-elasticsearch")));
+    let server_pods = pod_labels(objects.deployment(RELEASE));
+    let syncer_pods = pod_labels(objects.deployment(&format!("{RELEASE}-syncer")));
+    for (name, pods, port) in [
+        (RELEASE.to_owned(), server_pods, 7443),
+        (format!("{RELEASE}-syncer"), syncer_pods, 7444),
+    ] {
+        let policy = objects.get(&format!("NetworkPolicy/{name}"));
+        assert!(
+            selects(at(policy, "spec.podSelector").unwrap(), pods),
+            "{name}"
+        );
+        for other in [etcd_pods, es_pods, server_pods, syncer_pods] {
+            if other != pods {
+                assert!(!selects(at(policy, "spec.podSelector").unwrap(), other));
+            }
+        }
+        assert_eq!(
+            at(policy, "spec.policyTypes"),
+            Some(&yaml("[Ingress, Egress]"))
+        );
+        // In: its port, from the operator's peers (the syncer also from the servers).
+        let ingress = at(policy, "spec.ingress")
+            .and_then(Value::as_sequence)
+            .unwrap();
+        assert_eq!(ingress.len(), 1, "{name}");
+        assert_eq!(
+            at(&ingress[0], "ports"),
+            Some(&yaml(&format!("[{{port: {port}, protocol: TCP}}]"))),
+            "{name}"
+        );
+        let from = at(&ingress[0], "from")
+            .and_then(Value::as_sequence)
+            .unwrap();
+        assert!(from.contains(&yaml(
+            "{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}"
+        )));
+        let from_servers = from.iter().any(|peer| {
+            peer.get("namespaceSelector").is_none()
+                && at(peer, "podSelector").is_some_and(|s| selects(s, server_pods))
+        });
+        assert_eq!(from_servers, name.ends_with("-syncer"), "{name}");
+        // Out: DNS anywhere, the bundled stores by their pods' labels, the clusters.
+        for protocol in ["UDP", "TCP"] {
+            let dns = egress_to(policy, 53, protocol);
+            assert_eq!(dns.len(), 1, "{name}: DNS over {protocol}");
+            assert_eq!(at(dns[0], "to"), None, "{name}: any resolver");
+        }
+        let etcd = one_egress_to(policy, 2379);
+        assert!(selects(at(etcd, "to.0.podSelector").unwrap(), etcd_pods));
+        let es = one_egress_to(policy, 9200);
+        assert!(selects(at(es, "to.0.podSelector").unwrap(), es_pods));
+        let clusters = one_egress_to(policy, 443);
+        assert_eq!(clusters, one_egress_to(policy, 6443));
+        assert_eq!(
+            at(clusters, "to"),
+            Some(&yaml(
+                "[{ipBlock: {cidr: 10.20.0.0/16}}, {ipBlock: {cidr: 192.168.10.0/24}}]"
+            ))
+        );
+        assert_eq!(
+            at(policy, "spec.egress")
+                .and_then(Value::as_sequence)
+                .unwrap()
+                .len(),
+            4,
+            "{name}: DNS, etcd, Elasticsearch, clusters and nothing else"
+        );
+    }
+    // The bundled stores accept karpor's pods only (Elasticsearch runs without security),
+    // and etcd its peers.
+    let es = objects.get(&format!("NetworkPolicy/{RELEASE}-elasticsearch"));
+    assert!(selects(at(es, "spec.podSelector").unwrap(), es_pods));
+    assert_eq!(at(es, "spec.policyTypes"), Some(&yaml("[Ingress]")));
+    let rule = at(es, "spec.ingress.0").unwrap();
+    assert_eq!(at(es, "spec.ingress.1"), None);
+    assert_eq!(
+        at(rule, "ports"),
+        Some(&yaml("[{port: 9200, protocol: TCP}]"))
+    );
+    let peer = at(rule, "from.0.podSelector").unwrap();
+    assert!(selects(peer, server_pods) && selects(peer, syncer_pods));
+    assert!(!selects(peer, etcd_pods) && !selects(peer, es_pods));
+    let etcd = objects.get(&format!("NetworkPolicy/{RELEASE}-etcd"));
+    assert!(selects(at(etcd, "spec.podSelector").unwrap(), etcd_pods));
+    let peers = at(etcd, "spec.ingress.1").unwrap();
+    assert!(selects(at(peers, "from.0.podSelector").unwrap(), etcd_pods));
+    assert_eq!(
+        at(peers, "ports"),
+        Some(&yaml(
+            "[{port: 2379, protocol: TCP}, {port: 2380, protocol: TCP}]"
+        ))
+    );
+
+    // External stores: the operator's addresses, and no bundled pods.
+    let external = tools.check(
+        &[
+            values_file(MYSQL_ELASTICSEARCH),
+            sets(&["networkPolicy.enabled=true"]),
+            set_json(&[
+                r#"networkPolicy.egress.stores=[{"cidr":"10.0.12.0/24","ports":[3306]},{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"search"}},"ports":[9200]}]"#,
+            ]),
+        ]
+        .concat(),
+    );
+    let policy = external.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert_eq!(
+        at(one_egress_to(policy, 3306), "to"),
+        Some(&yaml("[{ipBlock: {cidr: 10.0.12.0/24}}]"))
+    );
+    assert_eq!(
+        at(one_egress_to(policy, 9200), "to"),
+        Some(&yaml(
+            "[{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: search}}}]"
+        ))
+    );
+    assert!(egress_to(policy, 2379, "TCP").is_empty());
+    assert_eq!(
+        external.of_kind("NetworkPolicy").count(),
+        2,
+        "no store policies"
+    );
+    // Without peers anyone may connect; readiness.includeSyncer lets the servers reach
+    // the syncer's probe port.
+    let bundled = tools.check(
+        &[
+            values_file(ETCD_ELASTICSEARCH),
+            sets(&["networkPolicy.enabled=true"]),
+        ]
+        .concat(),
+    );
+    let policy = bundled.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert_eq!(at(policy, "spec.ingress.0.from"), None);
+    let upstream = one_egress_to(policy, 7444);
+    assert!(selects(
+        at(upstream, "to.0.podSelector").unwrap(),
+        pod_labels(bundled.deployment(&format!("{RELEASE}-syncer")))
+    ));
+    assert_eq!(tools.check(&[]).of_kind("NetworkPolicy").count(), 0);
+}
+
+#[test]
+fn extra_env_volumes_and_exec_settings_reach_the_server_and_the_syncer() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&values_file(EXPOSED));
+    let plain = tools.check(&[]);
+    for (role, name) in [
+        ("server", RELEASE.to_owned()),
+        ("syncer", format!("{RELEASE}-syncer")),
+    ] {
+        let deployment = objects.deployment(&name);
+        let c = container(deployment);
+        assert_eq!(
+            at(c, "env"),
+            Some(&yaml("[{name: AWS_REGION, value: eu-west-1}]")),
+            "{name}"
+        );
+        let volumes = at(deployment, "spec.template.spec.volumes")
+            .and_then(Value::as_sequence)
+            .unwrap();
+        assert!(
+            volumes.contains(&yaml("{name: plugins, emptyDir: {}}")),
+            "{name}"
+        );
+        let mounts = at(c, "volumeMounts").and_then(Value::as_sequence).unwrap();
+        assert!(
+            mounts.contains(&yaml(
+                "{name: plugins, mountPath: /opt/plugins, readOnly: true}"
+            )),
+            "{name}"
+        );
+        assert!(
+            mounts.contains(&yaml(
+                "{name: config, mountPath: /etc/karpor/config, readOnly: true}"
+            )),
+            "{name}: the chart's own mounts stay"
+        );
+        // The exec plugin the volume brings is allowed, with its variable passed on.
+        let config: Value = yaml(&objects.config(role).unwrap());
+        assert_eq!(
+            at(&config, "kubernetes.exec"),
+            Some(&yaml(
+                "{allowed_commands: [/opt/plugins/aws], timeout: 20s, pass_env: [AWS_REGION]}"
+            )),
+            "{role}"
+        );
+        assert_eq!(at(container(plain.deployment(&name)), "env"), None);
+    }
+}
+
+#[test]
+fn every_container_has_requests_and_limits() {
+    let Some(tools) = tools() else { return };
+    let mut seen = BTreeSet::new();
+    for values in [
+        Vec::new(),
+        values_file(ETCD_ELASTICSEARCH),
+        values_file(MYSQL_ELASTICSEARCH),
+        values_file(SQLITE_SQLITE),
+        values_file(EXPOSED),
+    ] {
+        let objects = Objects::parse(&tools.render(&values));
+        for (key, workload) in objects
+            .of_kind("Deployment")
+            .chain(objects.of_kind("StatefulSet"))
+        {
+            let pod = at(workload, "spec.template.spec").unwrap();
+            for list in ["containers", "initContainers"] {
+                for c in at(pod, list)
+                    .and_then(Value::as_sequence)
+                    .into_iter()
+                    .flatten()
+                {
+                    let name = format!("{key}/{}", str_at(c, "name"));
+                    for field in [
+                        "resources.requests.cpu",
+                        "resources.requests.memory",
+                        "resources.limits.cpu",
+                        "resources.limits.memory",
+                    ] {
+                        assert!(at(c, field).is_some(), "{name}: {field} ({values:?})");
+                    }
+                    seen.insert(name);
+                }
+            }
+        }
+    }
+    for name in [
+        format!("Deployment/{RELEASE}/server"),
+        format!("Deployment/{RELEASE}-syncer/syncer"),
+        format!("StatefulSet/{RELEASE}-etcd/etcd"),
+        format!("StatefulSet/{RELEASE}-elasticsearch/elasticsearch"),
+    ] {
+        assert!(seen.contains(&name), "{name} in {seen:?}");
+    }
+}
+
+#[test]
+fn exposure_settings_that_cannot_work_fail_with_a_clear_message() {
+    let Some(tools) = tools() else { return };
+    let ingress_host = |host: &str| {
+        vec![
+            "ingress.enabled=true".to_owned(),
+            format!("ingress.hosts[0].host={host}"),
+            "ingress.hosts[0].paths[0].path=/".to_owned(),
+            "ingress.hosts[0].paths[0].pathType=Prefix".to_owned(),
+        ]
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["ingress.enabled=true".into()],
+            "karpor: ingress.enabled=true needs ingress.hosts",
+        ),
+        (
+            ingress_host("*.example.com"),
+            "karpor: ingress host *.example.com is a wildcard, and karpor's server.allowed_hosts matches exact names",
+        ),
+        (
+            vec!["auth.tokens[0].name=ops".into(), "auth.tokens[0].role=admin".into()],
+            "karpor: auth.tokens[0] (ops) needs its token: value, or existingSecret and key",
+        ),
+        (
+            vec![
+                "auth.tokens[0].name=ops".into(),
+                "auth.tokens[0].role=admin".into(),
+                "auth.tokens[0].existingSecret=tokens".into(),
+            ],
+            "karpor: auth.tokens[0] (ops) names existingSecret tokens but no key in it",
+        ),
+        (
+            vec![
+                "auth.tokens[0].name=ops".into(),
+                "auth.tokens[0].role=admin".into(),
+                "auth.tokens[0].value=a".into(),
+                "auth.tokens[1].name=ops".into(),
+                "auth.tokens[1].role=guest".into(),
+                "auth.tokens[1].value=b".into(),
+            ],
+            "karpor: auth.tokens[1]: the name ops is already another token's",
+        ),
+        (
+            vec![
+                "podDisruptionBudget.enabled=true".into(),
+                "podDisruptionBudget.minAvailable=2".into(),
+                "server.replicaCount=2".into(),
+            ],
+            "karpor: podDisruptionBudget minAvailable=2 with server.replicaCount=2 never allows an eviction",
+        ),
+        (
+            vec![
+                "podDisruptionBudget.enabled=true".into(),
+                "podDisruptionBudget.maxUnavailable=0".into(),
+            ],
+            "karpor: podDisruptionBudget maxUnavailable=0 with server.replicaCount=1 never allows an eviction",
+        ),
+        (
+            vec![
+                "serviceMonitor.enabled=true".into(),
+                "serviceMonitor.scrapeTimeout=1m".into(),
+            ],
+            "karpor: serviceMonitor.scrapeTimeout=1m is longer than serviceMonitor.interval=30s",
+        ),
+        (
+            vec![
+                "networkPolicy.enabled=true".into(),
+                "metadata.backend=mysql".into(),
+                "metadata.mysql.url.existingSecret=karpor-mysql".into(),
+            ],
+            "karpor: networkPolicy.enabled=true with metadata.backend=mysql needs networkPolicy.egress.stores",
+        ),
+    ];
+    for (values, message) in &cases {
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        let stderr = tools.refused(&sets(&values));
+        assert!(stderr.contains(message), "{values:?}:\n{stderr}");
+    }
+}
+
+#[test]
+fn the_notes_show_how_to_get_the_token_reach_the_server_and_add_a_cluster() {
+    let Some(tools) = tools() else { return };
+    let notes = tools.notes(&[]);
+    for line in [
+        format!(
+            "export KARPOR_TOKEN=$(kubectl -n {NAMESPACE} get secret {RELEASE}-token \
+             -o jsonpath='{{.data.token}}' | base64 -d)"
+        ),
+        format!("kubectl -n {NAMESPACE} port-forward svc/{RELEASE} 7443"),
+        "karpor cluster add NAME --kubeconfig FILE --server http://127.0.0.1:7443 \
+         --token \"$KARPOR_TOKEN\""
+            .to_owned(),
+        format!("Secret {RELEASE}-encryption-key"),
+    ] {
+        assert!(notes.contains(&line), "{line}\nnot in:\n{notes}");
+    }
+    // Given tokens: the first admin one, from its Secret; the Ingress's address.
+    let notes = tools.notes(&values_file(EXPOSED));
+    for line in [
+        "get secret karpor-tokens -o jsonpath='{.data.ops}' | base64 -d",
+        "https://karpor.example.com",
+    ] {
+        assert!(notes.contains(line), "{line}\nnot in:\n{notes}");
+    }
+    assert!(
+        !notes.contains(&format!("secret {RELEASE}-token ")),
+        "{notes}"
     );
 }

@@ -55,8 +55,10 @@ app.kubernetes.io/component: {{ .component }}
 {{- trimSuffix "s" $d | atoi }}
 {{- else if hasSuffix "m" $d }}
 {{- mul (trimSuffix "m" $d | atoi) 60 }}
+{{- else if hasSuffix "h" $d }}
+{{- mul (trimSuffix "h" $d | atoi) 3600 }}
 {{- else }}
-{{- fail (printf "karpor: %q is not a duration (use e.g. 500ms, 5s or 1m)" $d) }}
+{{- fail (printf "karpor: %q is not a duration (use e.g. 500ms, 5s, 1m or 1h)" $d) }}
 {{- end }}
 {{- end }}
 
@@ -116,16 +118,79 @@ template that renders karpor, so `helm template` and `helm install` stop on them
 {{- fail "karpor: metadata.etcd.tls.enabled=true needs metadata.etcd.tls.secretName" }}
 {{- end }}
 {{- $_ := include "karpor.terminationGracePeriodSeconds" . }}
+{{- $names := list }}
+{{- range $i, $t := $v.auth.tokens }}
+{{- if not (or $t.value $t.existingSecret) }}
+{{- fail (printf "karpor: auth.tokens[%d] (%s) needs its token: value, or existingSecret and key" $i $t.name) }}
+{{- end }}
+{{- if and $t.existingSecret (not $t.key) }}
+{{- fail (printf "karpor: auth.tokens[%d] (%s) names existingSecret %s but no key in it" $i $t.name $t.existingSecret) }}
+{{- end }}
+{{- if has $t.name $names }}
+{{- fail (printf "karpor: auth.tokens[%d]: the name %s is already another token's (karpor's logs tell tokens apart by name)" $i $t.name) }}
+{{- end }}
+{{- $names = append $names $t.name }}
+{{- end }}
+{{- if $v.ingress.enabled }}
+{{- if not $v.ingress.hosts }}
+{{- fail "karpor: ingress.enabled=true needs ingress.hosts: karpor answers API requests only for the names it knows (server.allowed_hosts)" }}
+{{- end }}
+{{- if not $v.server.allowedHosts }}
+{{- range $v.ingress.hosts }}
+{{- if contains "*" .host }}
+{{- fail (printf "karpor: ingress host %s is a wildcard, and karpor's server.allowed_hosts matches exact names: list the names in server.allowedHosts (or [\"*\"] for any)" .host) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $v.podDisruptionBudget.enabled }}
+{{- $pdb := $v.podDisruptionBudget }}
+{{- $min := ternary "" (toString $pdb.minAvailable) (kindIs "invalid" $pdb.minAvailable) }}
+{{- $max := ternary "" (toString $pdb.maxUnavailable) (kindIs "invalid" $pdb.maxUnavailable) }}
+{{- if $min }}{{ $max = "" }}{{ end }}
+{{- if not (or $min $max) }}
+{{- fail "karpor: podDisruptionBudget.enabled=true needs minAvailable or maxUnavailable" }}
+{{- end }}
+{{- if or (eq $max "0") (eq $max "0%") (eq $min "100%") (and $min (not (hasSuffix "%" $min)) (ge (atoi $min) (int $v.server.replicaCount))) }}
+{{- fail (printf "karpor: podDisruptionBudget %s with server.replicaCount=%d never allows an eviction, so every node drain would stall on the server: allow at least one pod to go (e.g. maxUnavailable: 1)" (ternary (printf "minAvailable=%s" $min) (printf "maxUnavailable=%s" $max) (not (empty $min))) (int $v.server.replicaCount)) }}
+{{- end }}
+{{- end }}
+{{- if $v.serviceMonitor.enabled }}
+{{- if gt (include "karpor.seconds" $v.serviceMonitor.scrapeTimeout | atoi) (include "karpor.seconds" $v.serviceMonitor.interval | atoi) }}
+{{- fail (printf "karpor: serviceMonitor.scrapeTimeout=%s is longer than serviceMonitor.interval=%s: Prometheus refuses a scrape timeout above the interval" $v.serviceMonitor.scrapeTimeout $v.serviceMonitor.interval) }}
+{{- end }}
+{{- end }}
+{{- if and $v.networkPolicy.enabled (not $v.networkPolicy.egress.stores) }}
+{{- $external := list }}
+{{- if eq $v.metadata.backend "mysql" }}{{ $external = append $external "metadata.backend=mysql" }}{{ end }}
+{{- if and (eq $v.metadata.backend "etcd") (not $v.metadata.etcd.bundled) }}{{ $external = append $external "an external etcd" }}{{ end }}
+{{- if and (eq $v.storage.backend "elasticsearch") (not $v.storage.elasticsearch.bundled) }}{{ $external = append $external "an external Elasticsearch" }}{{ end }}
+{{- if $external }}
+{{- fail (printf "karpor: networkPolicy.enabled=true with %s needs networkPolicy.egress.stores (their addresses and ports), or karpor's pods cannot reach them" (join " and " $external)) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
-The credentials in use, as a list of {name, value, existingSecret, key}: `name` is the
-file under /etc/karpor/secrets. Only those the chosen backends and settings need.
+The credentials in use, as a list of {name, value, existingSecret, key, secret, generated,
+serverOnly}: `name` is the file under /etc/karpor/secrets, `secret` the Secret it is
+mounted from (the operator's, the chart's FULLNAME for values, or a generated one), and
+`serverOnly` marks what only `karpor serve` reads (API tokens). Only those the chosen
+backends and settings need.
 */}}
 {{- define "karpor.credentials" -}}
 {{- $v := .Values }}
+{{- $fullname := include "karpor.fullname" . }}
 {{- $all := list }}
-{{- with $v.metadata.encryptionKey }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "encryption-key" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}{{ end }}
+{{- with $v.metadata.encryptionKey }}
+{{- if or .value .existingSecret }}
+{{- $all = append $all (dict "name" "encryption-key" "value" .value "existingSecret" .existingSecret "key" .key) }}
+{{- else if ne $v.metadata.backend "sqlite" }}
+{{- /* etcd and MySQL have no key of their own: the chart makes one (SQLite keeps its
+metadata.key beside the database, as it always has). */}}
+{{- $all = append $all (dict "name" "encryption-key" "value" "" "existingSecret" "" "key" "encryption-key" "secret" (printf "%s-encryption-key" $fullname) "generated" true) }}
+{{- end }}
+{{- end }}
 {{- if eq $v.metadata.backend "mysql" }}
 {{- with $v.metadata.mysql.url }}{{ $all = append $all (dict "name" "mysql-url" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}
 {{- end }}
@@ -136,13 +201,79 @@ file under /etc/karpor/secrets. Only those the chosen backends and settings need
 {{- with $v.storage.elasticsearch.password }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "elasticsearch-password" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}{{ end }}
 {{- end }}
 {{- with $v.health.adminToken }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "admin-token" "value" .value "existingSecret" .existingSecret "key" .key) }}{{ end }}{{ end }}
-{{- toJson $all }}
+{{- range $i, $t := $v.auth.tokens }}
+{{- $file := printf "auth-token-%d" $i }}
+{{- $all = append $all (dict "name" $file "value" ($t.value | default "") "existingSecret" ($t.existingSecret | default "") "key" (ternary ($t.key | default "") $file (not (empty $t.existingSecret))) "serverOnly" true) }}
+{{- end }}
+{{- if not $v.auth.tokens }}
+{{- $all = append $all (dict "name" "auth-token-0" "value" "" "existingSecret" "" "key" "token" "secret" (printf "%s-token" $fullname) "generated" true "serverOnly" true) }}
+{{- end }}
+{{- $out := list }}
+{{- range $all }}
+{{- $c := . }}
+{{- if not (hasKey $c "secret") }}{{ $_ := set $c "secret" (default $fullname $c.existingSecret) }}{{ end }}
+{{- if not (hasKey $c "generated") }}{{ $_ := set $c "generated" false }}{{ end }}
+{{- if not (hasKey $c "serverOnly") }}{{ $_ := set $c "serverOnly" false }}{{ end }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/* The credentials a pod of one role ("server" or "syncer") mounts. */}}
+{{- define "karpor.podCredentials" -}}
+{{- $out := list }}
+{{- range (include "karpor.credentials" .root | fromJsonArray) }}
+{{- if or (eq $.role "server") (not .serverOnly) }}{{ $out = append $out . }}{{ end }}
+{{- end }}
+{{- toJson $out }}
 {{- end }}
 
 {{- define "karpor.hasCredential" -}}
 {{- $found := false }}
 {{- range (include "karpor.credentials" .root | fromJsonArray) }}{{ if eq .name $.name }}{{ $found = true }}{{ end }}{{ end }}
 {{- $found }}
+{{- end }}
+
+{{/*
+A generated secret value (base64, as in a Secret's data) that survives upgrades: the live
+Secret's (lookup; always empty under `helm template`), else a new one: 32 random bytes
+for the encryption key, 48 letters and digits for a token. Made once per render and kept
+in the root context, so the pods' checksum annotation hashes the value the Secret gets.
+*/}}
+{{- define "karpor.generatedValue" -}}
+{{- if not (hasKey .root "karporGenerated") }}{{ $_ := set .root "karporGenerated" dict }}{{ end }}
+{{- $cache := .root.karporGenerated }}
+{{- $id := printf "%s/%s" .secret .key }}
+{{- if not (hasKey $cache $id) }}
+{{- $live := lookup "v1" "Secret" .root.Release.Namespace .secret }}
+{{- $value := dig "data" .key "" $live }}
+{{- if not $value }}
+{{- $value = ternary (randBytes 32 | b64enc) (randAlphaNum 48 | b64enc) (eq .make "encryption-key") }}
+{{- end }}
+{{- $_ := set $cache $id $value }}
+{{- end }}
+{{- index $cache $id }}
+{{- end }}
+
+{{/*
+server.allowed_hosts, as a JSON list: server.allowedHosts if given; with an ingress its
+hosts, the Service's names and the loopback names (kubectl port-forward); else empty
+(karpor on 0.0.0.0 then allows any Host).
+*/}}
+{{- define "karpor.allowedHosts" -}}
+{{- $v := .Values }}
+{{- if $v.server.allowedHosts }}
+{{- toJson $v.server.allowedHosts }}
+{{- else if $v.ingress.enabled }}
+{{- $fullname := include "karpor.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $hosts := list }}
+{{- range $v.ingress.hosts }}{{ $hosts = append $hosts .host }}{{ end }}
+{{- $hosts = concat $hosts (list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.cluster.local" $fullname $ns) "localhost" "127.0.0.1" "[::1]") }}
+{{- toJson ($hosts | uniq) }}
+{{- else }}
+{{- toJson list }}
+{{- end }}
 {{- end }}
 
 {{- define "karpor.secretsDir" -}}/etc/karpor/secrets{{- end }}
@@ -173,6 +304,13 @@ src/config and docs/configuration.md.
 {{- $data := include "karpor.dataDir" . }}
 {{- $fullname := include "karpor.fullname" .root }}
 {{- $server := dict "listen" (printf "0.0.0.0:%d" (int $v.server.port)) "syncer" (not $v.syncer.separate) }}
+{{- if eq .role "server" }}
+{{- with (include "karpor.allowedHosts" .root | fromJsonArray) }}
+{{- $_ := set $server "allowed_hosts" . }}
+{{- end }}
+{{- $c := $v.server.connections }}
+{{- $_ := set $server "connections" (dict "header_read_timeout" $c.headerReadTimeout "idle_timeout" $c.idleTimeout "max" (int $c.max)) }}
+{{- end }}
 {{- /* Only the server's pods mount the certificate; karpor checks the files exist. */}}
 {{- if and $v.server.tls.enabled (eq .role "server") }}
 {{- $_ := set $server "tls" (dict "cert_file" "/etc/karpor/tls/tls.crt" "key_file" "/etc/karpor/tls/tls.key") }}
@@ -232,8 +370,10 @@ refuses settings for an unknown check: the syncer's file leaves them out. */}}
 {{- $upstreams = append $upstreams (dict "name" .name "url" .url "must_ready" (ternary .must_ready true (hasKey . "must_ready"))) }}
 {{- end }}
 {{- end }}
+{{- $e := $v.kubernetes.exec }}
 {{- $config := dict
   "server" $server
+  "kubernetes" (dict "exec" (dict "allowed_commands" $e.allowedCommands "timeout" $e.timeout "pass_env" $e.passEnv))
   "log" (dict "format" $v.log.format "level" $v.log.level)
   "metadata" $metadata
   "storage" $storage
@@ -242,6 +382,19 @@ refuses settings for an unknown check: the syncer's file leaves them out. */}}
   "readiness" (dict "upstreams" $upstreams)
   "shutdown" (dict "drain_delay" $v.shutdown.drainDelay "grace_period" $v.shutdown.gracePeriod)
 }}
+{{- /* Only `karpor serve` answers the API; the syncer's file keeps auth's default. */}}
+{{- if eq .role "server" }}
+{{- /* The files are those of karpor.credentials: auth-token-INDEX, or auth-token-0 for
+the generated admin token. */}}
+{{- $tokens := list }}
+{{- range $i, $t := $v.auth.tokens }}
+{{- $tokens = append $tokens (dict "name" $t.name "role" $t.role "token" (dict "file" (printf "%s/auth-token-%d" $secrets $i))) }}
+{{- end }}
+{{- if not $v.auth.tokens }}
+{{- $tokens = list (dict "name" "admin" "role" "admin" "token" (dict "file" (printf "%s/auth-token-0" $secrets))) }}
+{{- end }}
+{{- $_ := set $config "auth" (dict "anonymous" $v.auth.anonymous "tokens" $tokens) }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}
 
@@ -289,7 +442,7 @@ lifecycle:
     items:
       - key: {{ .role }}.yaml
         path: karpor.yaml
-{{- $credentials := include "karpor.credentials" .root | fromJsonArray }}
+{{- $credentials := include "karpor.podCredentials" . | fromJsonArray }}
 {{- if $credentials }}
 - name: secrets
   projected:
@@ -297,7 +450,7 @@ lifecycle:
     sources:
       {{- range $credentials }}
       - secret:
-          name: {{ default $fullname .existingSecret }}
+          name: {{ .secret }}
           items:
             - key: {{ .key }}
               path: {{ .name }}
@@ -323,6 +476,9 @@ lifecycle:
 - name: tmp
   emptyDir:
     sizeLimit: 64Mi
+{{- with (index $v .role).extraVolumes }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "karpor.volumeMounts" -}}
@@ -330,7 +486,7 @@ lifecycle:
 - name: config
   mountPath: /etc/karpor/config
   readOnly: true
-{{- if include "karpor.credentials" .root | fromJsonArray }}
+{{- if include "karpor.podCredentials" . | fromJsonArray }}
 - name: secrets
   mountPath: {{ include "karpor.secretsDir" . }}
   readOnly: true
@@ -351,6 +507,22 @@ lifecycle:
 {{- end }}
 - name: tmp
   mountPath: /tmp
+{{- with (index $v .role).extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* prometheus.io annotations of a karpor pod ("server" or "syncer"), with metrics.annotations. */}}
+{{- define "karpor.metricsAnnotations" -}}
+{{- $v := .root.Values }}
+{{- if $v.metrics.annotations -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ (index $v .role).port | quote }}
+prometheus.io/path: /metrics
+{{- if and (eq .role "server") $v.server.tls.enabled }}
+prometheus.io/scheme: https
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* A karpor pod's spec: role "server" (`karpor serve`) or "syncer" (`karpor syncer`). */}}
@@ -374,6 +546,10 @@ containers:
       - {{ ternary "serve" "syncer" (eq .role "server") }}
       - --config
       - /etc/karpor/config/karpor.yaml
+    {{- with $r.extraEnv }}
+    env:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
     ports:
       - name: http
         containerPort: {{ $r.port }}
