@@ -359,7 +359,7 @@ fn egress_to<'a>(policy: &'a Value, port: u64, protocol: &str) -> Vec<&'a Value>
 }
 
 /// The one egress rule to `port` (TCP) of a policy.
-fn one_egress_to<'a>(policy: &'a Value, port: u64) -> &'a Value {
+fn one_egress_to(policy: &Value, port: u64) -> &Value {
     let rules = egress_to(policy, port, "TCP");
     assert_eq!(rules.len(), 1, "one egress rule to {port}: {policy:?}");
     rules[0]
