@@ -1,0 +1,9 @@
+//! karpor-audit through its public API, one test binary of modules.
+
+mod fixtures;
+
+mod config;
+mod containers;
+mod objects;
+mod pdb;
+mod pod;
