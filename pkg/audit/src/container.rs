@@ -2,7 +2,7 @@
 //! container's securityContext overrides the pod's field by field, as the kubelet does.
 
 use k8s_openapi::api::core::v1::{
-    Container, EphemeralContainer, PodSpec, ResourceRequirements, SeccompProfile, SecurityContext,
+    Container, EphemeralContainer, PodSpec, ResourceRequirements, SecurityContext,
 };
 
 use crate::finding::{quoted, quoted_list, Report};
@@ -15,7 +15,8 @@ use crate::rules::{
     SECCOMP_PROFILE_MISSING, SECCOMP_UNCONFINED,
 };
 
-/// Legacy per-container seccomp annotation, followed by the container's name.
+/// Legacy per-container seccomp annotation, followed by the container's name; ignored
+/// by Kubernetes since 1.27.
 const SECCOMP_CONTAINER_ANNOTATION: &str = "container.seccomp.security.alpha.kubernetes.io/";
 /// Legacy pod-wide seccomp annotation.
 const SECCOMP_POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
@@ -275,38 +276,51 @@ impl Profile {
     }
 }
 
-/// The kubelet's order: the container's field, its annotation, the pod's field, the
-/// pod's annotation.
+/// The container's field, then the pod's. Kubernetes has ignored the legacy annotations
+/// since 1.27 (kubelets since 1.25), so they only speak when no field is set: an
+/// `unconfined` one is reported as the intent it states (and what an old cluster runs),
+/// any other value as a missing profile.
 fn seccomp(pod: &Pod<'_>, c: &ContainerRef<'_>, label: &str, report: &mut Report<'_>) {
+    let container_field = c.security.and_then(|s| s.seccomp_profile.as_ref());
+    let pod_field = pod
+        .spec
+        .security_context
+        .as_ref()
+        .and_then(|s| s.seccomp_profile.as_ref());
+    let field = container_field
+        .map(|p| Profile::field(&p.type_, true))
+        .or_else(|| pod_field.map(|p| Profile::field(&p.type_, false)));
     let container_key = format!("{SECCOMP_CONTAINER_ANNOTATION}{}", c.name);
-    let from_field = |profile: Option<&SeccompProfile>, container| {
-        profile.map(|p| Profile::field(&p.type_, container))
-    };
-    let profile = from_field(c.security.and_then(|s| s.seccomp_profile.as_ref()), true)
-        .or_else(|| {
-            pod.annotation(&container_key)
-                .map(|v| Profile::annotation(&container_key, v))
-        })
-        .or_else(|| {
-            let pod_security = pod.spec.security_context.as_ref();
-            from_field(pod_security.and_then(|s| s.seccomp_profile.as_ref()), false)
-        })
-        .or_else(|| {
-            pod.annotation(SECCOMP_POD_ANNOTATION)
-                .map(|v| Profile::annotation(SECCOMP_POD_ANNOTATION, v))
+    let annotation = [container_key.as_str(), SECCOMP_POD_ANNOTATION]
+        .into_iter()
+        .find_map(|key| {
+            pod.annotation(key)
+                .map(|value| Profile::annotation(key, value))
         });
-    match profile {
-        Some(Profile {
-            unconfined: true,
-            source,
-        }) => report.add(
+    match (field, annotation) {
+        (Some(field), _) if field.unconfined => report.add(
             &SECCOMP_UNCONFINED,
-            format!("{label} runs seccomp Unconfined (set in {source})"),
+            format!("{label} runs seccomp Unconfined (set in {})", field.source),
         ),
-        Some(_) => {}
-        None => report.add(
+        (Some(_), _) => {}
+        (None, Some(annotation)) if annotation.unconfined => report.add(
+            &SECCOMP_UNCONFINED,
+            format!(
+                "{label} asks for seccomp unconfined (in the deprecated {})",
+                annotation.source
+            ),
+        ),
+        (None, Some(annotation)) => report.add(
             &SECCOMP_PROFILE_MISSING,
-            format!("{label} has no seccomp profile, in its or the pod's securityContext"),
+            format!(
+                "{label} has no seccomp profile in its or the pod's securityContext, only \
+                 the deprecated {}, which Kubernetes no longer applies",
+                annotation.source
+            ),
+        ),
+        (None, None) => report.add(
+            &SECCOMP_PROFILE_MISSING,
+            format!("{label} has no seccomp profile in its or the pod's securityContext"),
         ),
     }
 }

@@ -244,28 +244,43 @@ fn seccomp_legacy_annotations() {
         "/spec/securityContext/seccompProfile",
         Value::Null,
     );
-    assert!(rule_ids(&annotated(no_field.clone(), POD, "runtime/default")).is_empty());
-    assert!(rule_ids(&annotated(no_field.clone(), APP, "localhost/web.json")).is_empty());
+    // Kubernetes no longer applies them: a confining annotation alone is no profile.
+    for (key, value) in [(POD, "runtime/default"), (APP, "localhost/web.json")] {
+        let found = findings(&annotated(no_field.clone(), key, value));
+        assert_eq!(ids(&found), ["seccomp-profile-missing"], "{key}");
+        assert!(found[0].message.contains(key), "{}", found[0].message);
+        assert!(
+            found[0].message.contains("deprecated"),
+            "{}",
+            found[0].message
+        );
+    }
+    // An unconfined one states the intent, and is what an old cluster runs.
     let found = findings(&annotated(no_field.clone(), POD, "unconfined"));
-    assert_eq!(found.len(), 1);
-    assert_eq!(found[0].rule, "seccomp-unconfined");
+    assert_eq!(ids(&found), ["seccomp-unconfined"]);
     assert!(found[0].message.contains(POD), "{}", found[0].message);
     assert_eq!(
         rule_ids(&annotated(no_field.clone(), APP, "unconfined")),
         ["seccomp-unconfined"]
     );
+    // The container's annotation before the pod's.
+    let both = annotated(
+        annotated(no_field.clone(), POD, "runtime/default"),
+        APP,
+        "unconfined",
+    );
+    assert_eq!(rule_ids(&both), ["seccomp-unconfined"]);
     // Another container's annotation is not this one's.
     let other = "container.seccomp.security.alpha.kubernetes.io/other";
-    assert_eq!(
-        rule_ids(&annotated(no_field, other, "runtime/default")),
-        ["seccomp-profile-missing"]
+    let found = findings(&annotated(no_field, other, "unconfined"));
+    assert_eq!(ids(&found), ["seccomp-profile-missing"]);
+    assert!(
+        !found[0].message.contains("deprecated"),
+        "{}",
+        found[0].message
     );
-    // The kubelet's order: the container's annotation before the pod's field, the pod's
-    // field before the pod's annotation.
-    assert_eq!(
-        rule_ids(&annotated(clean_pod(), APP, "unconfined")),
-        ["seccomp-unconfined"]
-    );
+    // A field, the pod's included, wins over any annotation.
+    assert!(rule_ids(&annotated(clean_pod(), APP, "unconfined")).is_empty());
     assert!(rule_ids(&annotated(clean_pod(), POD, "unconfined")).is_empty());
 }
 
