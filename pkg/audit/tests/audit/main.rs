@@ -4,6 +4,7 @@ mod fixtures;
 
 mod config;
 mod containers;
+mod docs;
 mod objects;
 mod pdb;
 mod pod;
