@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::rules::{rule, RuleInfo};
 use crate::Severity;
 
-/// The section's name, which [`AuditConfig::validate`] puts before its keys.
-pub const SECTION: &str = "audit";
+/// The section's name in the config file, before the keys `validate` names.
+const SECTION: &str = "audit";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -20,8 +20,8 @@ pub struct AuditConfig {
 }
 
 impl AuditConfig {
-    /// `(key, problem)` for an id no rule has: a misspelt id would otherwise silently
-    /// leave its rule on.
+    /// `(key, problem)` for an id no rule has (keys under `audit.`): a misspelt id would
+    /// otherwise silently leave its rule on.
     pub fn validate(&self) -> Result<(), (String, String)> {
         for id in &self.disabled {
             if rule(id).is_none() {

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{
 
 use crate::finding::{quoted, quoted_list, Report};
 use crate::image::{pin, Pin, LATEST};
-use crate::pod::Pod;
+use crate::pod::{Pod, RESTART_ALWAYS};
 use crate::rules::{
     ALLOW_PRIVILEGE_ESCALATION, APPARMOR_UNCONFINED, CAPABILITIES_ADDED, CAPABILITIES_NOT_DROPPED,
     IMAGE_TAG, LIVENESS_PROBE_MISSING, PRIVILEGED, READINESS_PROBE_MISSING,
@@ -30,11 +30,9 @@ const UNCONFINED_TYPE: &str = "Unconfined";
 const ALL_CAPABILITIES: &str = "ALL";
 /// Resources every container should request and be limited to.
 const RESOURCES: [&str; 2] = ["cpu", "memory"];
-/// An init container with this restartPolicy is a sidecar: it runs as long as the pod.
-const RESTART_ALWAYS: &str = "Always";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
+enum Role {
     Init,
     Regular,
     Ephemeral,

@@ -25,7 +25,7 @@ mod workload;
 
 use serde_json::Value;
 
-pub use config::{AuditConfig, SECTION};
+pub use config::AuditConfig;
 pub use finding::{Finding, MAX_FINDINGS};
 pub use rules::{rule, rules, Category, RuleInfo};
 pub use score::{mean_score, resource_score, score_from_counts, SeverityCounts, PERFECT_SCORE};

@@ -17,8 +17,9 @@ use crate::rules::{
 
 /// The service account a pod naming none runs as.
 const DEFAULT_SERVICE_ACCOUNT: &str = "default";
-/// A pod's default restart policy, and the only one a long-running workload allows.
-const RESTART_ALWAYS: &str = "Always";
+/// A pod's default restart policy, the only one a long-running workload allows; on an
+/// init container it makes a sidecar, which runs as long as the pod.
+pub(crate) const RESTART_ALWAYS: &str = "Always";
 
 /// A pod spec with what the rules need from around it.
 pub(crate) struct Pod<'a> {
