@@ -275,6 +275,7 @@ fn document(kind: &str, namespace: &str, name: &str, object: Value) -> ResourceD
         sync_at: time::OffsetDateTime::now_utc(),
         deleted: false,
         object,
+        issues: Vec::new(),
     }
 }
 

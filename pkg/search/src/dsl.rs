@@ -26,7 +26,7 @@ pub fn dsl(text: &str) -> Result<Query, SearchError> {
         };
         let field = field(key).ok_or_else(|| {
             SearchError(format!(
-                "unknown field {key:?} (cluster, apiVersion, kind, namespace, name, uid, resourceVersion, deleted, labels.KEY, annotations.KEY)"
+                "unknown field {key:?} (cluster, apiVersion, kind, namespace, name, uid, resourceVersion, deleted, labels.KEY, annotations.KEY, issue, severity)"
             ))
         })?;
         let value = match field {
@@ -35,6 +35,17 @@ pub fn dsl(text: &str) -> Result<Query, SearchError> {
                 "false" => Value::Bool(false),
                 other => return Err(SearchError(format!("deleted={other:?}: true or false"))),
             },
+            // Stored as `High`, `Medium`, `Low`.
+            Field::Severity => {
+                let mut chars = value.chars();
+                Value::Text(match chars.next() {
+                    Some(first) => first
+                        .to_uppercase()
+                        .chain(chars.flat_map(char::to_lowercase))
+                        .collect(),
+                    None => String::new(),
+                })
+            }
             _ => Value::Text(value.to_owned()),
         };
         all.push(Expr::Compare {
@@ -88,7 +99,10 @@ fn field(key: &str) -> Option<Field> {
             *name == key
                 && !matches!(
                     field,
-                    Field::CreationTimestamp | Field::DeletionTimestamp | Field::SyncAt
+                    Field::CreationTimestamp
+                        | Field::DeletionTimestamp
+                        | Field::SyncAt
+                        | Field::Score
                 )
         })
         .map(|(_, field)| field.clone())

@@ -460,13 +460,16 @@ fn column(id: &Ident, span: Span) -> Result<Field> {
     fail(format!(
         "unknown column `{}`{}; columns: cluster, apiVersion, kind, namespace, name, uid, \
          resourceVersion, creationTimestamp, deletionTimestamp, syncAt, deleted, labels.KEY, \
-         annotations.KEY",
+         annotations.KEY, issue, severity, score",
         id.value,
         at(span)
     ))
 }
 
-/// A literal for `field`, converted to its type.
+/// An audit finding's severities, as storage keeps them.
+const SEVERITIES: [&str; 3] = ["High", "Medium", "Low"];
+
+/// A literal for `field`, converted to its type (a severity in its stored spelling).
 fn literal(e: &SqlExpr, field: &Field) -> Result<Value> {
     let span = e.span();
     let SqlExpr::Value(v) = e else {
@@ -486,12 +489,28 @@ fn literal(e: &SqlExpr, field: &Field) -> Result<Value> {
         other => return fail(format!("literal `{other}` is not supported{}", at(span))),
     };
     match field.field_type() {
+        FieldType::Text if *field == Field::Severity => {
+            match SEVERITIES.iter().find(|s| s.eq_ignore_ascii_case(&text)) {
+                Some(severity) => Ok(Value::Text((*severity).to_owned())),
+                None => fail(format!(
+                    "severity is High, Medium or Low, not {text:?}{}",
+                    at(span)
+                )),
+            }
+        }
         FieldType::Text => Ok(Value::Text(text)),
         FieldType::Bool => match text.to_ascii_lowercase().as_str() {
             "true" => Ok(Value::Bool(true)),
             "false" => Ok(Value::Bool(false)),
             _ => fail(format!("{} is true or false{}", field.column(), at(span))),
         },
+        FieldType::Number => text.parse().map(Value::Number).map_err(|_| {
+            SearchError(format!(
+                "{} takes a whole number, not {text:?}{}",
+                field.column(),
+                at(span)
+            ))
+        }),
         FieldType::Time => OffsetDateTime::parse(&text, &Rfc3339)
             .map(Value::Time)
             .map_err(|_| {

@@ -76,6 +76,12 @@ pub enum Field {
     Deleted,
     Label(String),
     Annotation(String),
+    /// The id of one of the object's audit findings (any of them matches).
+    Issue,
+    /// The severity of one of the object's audit findings (`High`, `Medium`, `Low`).
+    Severity,
+    /// The object's audit score, 0 to 100.
+    Score,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +89,7 @@ pub enum FieldType {
     Text,
     Time,
     Bool,
+    Number,
 }
 
 impl Field {
@@ -102,6 +109,9 @@ impl Field {
             Field::Deleted => "deleted".into(),
             Field::Label(k) => format!("labels.`{k}`"),
             Field::Annotation(k) => format!("annotations.`{k}`"),
+            Field::Issue => "issue".into(),
+            Field::Severity => "severity".into(),
+            Field::Score => "score".into(),
         }
     }
 
@@ -109,17 +119,22 @@ impl Field {
         match self {
             Field::CreationTimestamp | Field::DeletionTimestamp | Field::SyncAt => FieldType::Time,
             Field::Deleted => FieldType::Bool,
+            Field::Score => FieldType::Number,
             _ => FieldType::Text,
         }
     }
 
-    /// Fields a query may sort by (labels and annotations are maps, not sort keys).
+    /// Fields a query may sort by (labels and annotations are maps, findings sets: not
+    /// sort keys).
     pub fn sortable(&self) -> bool {
-        !matches!(self, Field::Label(_) | Field::Annotation(_))
+        !matches!(
+            self,
+            Field::Label(_) | Field::Annotation(_) | Field::Issue | Field::Severity
+        )
     }
 
     /// The plain columns, by the names a query uses (matched case-insensitively).
-    pub const COLUMNS: [(&'static str, Field); 11] = [
+    pub const COLUMNS: [(&'static str, Field); 14] = [
         ("cluster", Field::Cluster),
         ("apiversion", Field::ApiVersion),
         ("kind", Field::Kind),
@@ -131,6 +146,9 @@ impl Field {
         ("deletiontimestamp", Field::DeletionTimestamp),
         ("syncat", Field::SyncAt),
         ("deleted", Field::Deleted),
+        ("issue", Field::Issue),
+        ("severity", Field::Severity),
+        ("score", Field::Score),
     ];
 }
 
@@ -140,6 +158,8 @@ pub enum Value {
     Text(String),
     Time(OffsetDateTime),
     Bool(bool),
+    /// A whole number (`score < 80`).
+    Number(i64),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

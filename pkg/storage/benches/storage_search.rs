@@ -83,6 +83,7 @@ fn pod(i: usize) -> ResourceDocument {
             "status": {"phase": "Running", "podIP": format!("10.{}.{}.{}", i % 250, (i / 250) % 250, i % 200),
                        "conditions": [{"type": "Ready", "status": "True"}]}
         }),
+        issues: Vec::new(),
     }
 }
 

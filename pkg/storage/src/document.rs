@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use karpor_audit::{Finding, SeverityCounts};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -31,11 +32,25 @@ pub struct ResourceDocument {
     pub deleted: bool,
     /// The object as stored: trimmed by the sync rule, Secret values already removed.
     pub object: Value,
+    /// What the auditors found in the object as the syncer read it (before the rule's
+    /// trimming); empty for a clean object.
+    #[serde(default)]
+    pub issues: Vec<Finding>,
 }
 
 impl ResourceDocument {
     pub fn id(&self) -> String {
         document_id(&self.cluster, &self.uid)
+    }
+
+    /// Its findings by severity, as storage keeps them for aggregations.
+    pub fn severity_counts(&self) -> SeverityCounts {
+        SeverityCounts::of(&self.issues)
+    }
+
+    /// Its audit score (100 when clean), as storage keeps it for means and `score` filters.
+    pub fn score(&self) -> f64 {
+        karpor_audit::resource_score(&self.issues)
     }
 
     /// The object's text as both backends index it for `contains` and keyword search:

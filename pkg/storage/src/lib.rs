@@ -15,6 +15,7 @@ mod window;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use karpor_audit::SeverityCounts;
 use karpor_search::{Field, Query};
 use time::OffsetDateTime;
 
@@ -95,6 +96,27 @@ pub struct Bucket {
     pub count: u64,
 }
 
+/// What a scope's audit comes to, summed over the documents a query selects.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditTotals {
+    pub resources: u64,
+    /// The sum of their scores (a clean document, or one stored before auditing, 100).
+    pub score_sum: f64,
+    /// Their findings by severity.
+    pub findings: SeverityCounts,
+}
+
+impl AuditTotals {
+    /// The scope's score: the mean of its documents' (100 with none), Karpor's formula.
+    pub fn score(&self) -> f64 {
+        if self.resources == 0 {
+            karpor_audit::PERFECT_SCORE
+        } else {
+            self.score_sum / self.resources as f64
+        }
+    }
+}
+
 /// Queries over the documents.
 #[async_trait]
 pub trait SearchStorage: Send + Sync + 'static {
@@ -107,8 +129,13 @@ pub trait SearchStorage: Send + Sync + 'static {
         size: u64,
     ) -> Result<SearchResult, StorageError>;
 
+    /// Documents, score sum and findings by severity of the query's matches (its ORDER,
+    /// LIMIT and OFFSET ignored).
+    async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError>;
+
     /// The `size` most frequent values of `field` among the matches of `filter`, most
-    /// frequent first, ties by value. `field` is cluster, apiVersion, kind or namespace.
+    /// frequent first, ties by value (see [`aggregatable`]). For `issue` and `severity`,
+    /// each document counts once per rule or severity it has.
     async fn terms(
         &self,
         field: &Field,
@@ -133,13 +160,15 @@ pub fn aggregatable(field: &Field) -> bool {
             | Field::Name
             | Field::Label(_)
             | Field::Annotation(_)
+            | Field::Issue
+            | Field::Severity
     )
 }
 
 /// Why a field cannot be counted by, for both backends.
 pub(crate) fn not_aggregatable(field: &Field) -> StorageError {
     StorageError::Invalid(format!(
-        "cannot count by {}: use cluster, apiVersion, kind, namespace, name, labels.KEY or annotations.KEY",
+        "cannot count by {}: use cluster, apiVersion, kind, namespace, name, labels.KEY, annotations.KEY, issue or severity",
         field.column()
     ))
 }

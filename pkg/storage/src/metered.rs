@@ -10,7 +10,8 @@ use prometheus_client::registry::Registry;
 use time::OffsetDateTime;
 
 use crate::{
-    Bucket, ResourceDocument, ResourceStorage, SearchResult, SearchStorage, Storage, StorageError,
+    AuditTotals, Bucket, ResourceDocument, ResourceStorage, SearchResult, SearchStorage, Storage,
+    StorageError,
 };
 
 /// `storage`, its operations measured in `registry`.
@@ -116,6 +117,12 @@ impl SearchStorage for Metered {
     ) -> Result<Vec<Bucket>, StorageError> {
         self.ops
             .observe("terms", self.inner.terms(field, query, size))
+            .await
+    }
+
+    async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError> {
+        self.ops
+            .observe("audit_totals", self.inner.audit_totals(query))
             .await
     }
 }

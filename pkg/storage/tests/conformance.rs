@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use karpor_audit::{Finding, Severity};
 use karpor_search::{keyword, parse, Field, Query};
 use karpor_storage::{
     connect, Bucket, ElasticConfig, RefreshPolicy, ResourceDocument, Storage, StorageConfig,
@@ -78,9 +79,31 @@ fn documents() -> Vec<ResourceDocument> {
                     }]},
                     "status": {"phase": if i % 4 == 0 { "Running" } else { "Pending" }}
                 }),
+                issues: findings(i),
             }
         })
         .collect()
+}
+
+/// Audit findings of the i-th document: a third privileged with an untagged image (twice,
+/// as two containers would), a third only untagged, a third clean.
+fn findings(i: usize) -> Vec<Finding> {
+    let finding = |rule: &str, severity| Finding {
+        rule: rule.to_owned(),
+        severity,
+        title: rule.to_owned(),
+        message: format!("{rule} in document {i}"),
+        remediation: "fix it".to_owned(),
+    };
+    match i % 3 {
+        0 => vec![
+            finding("privileged", Severity::High),
+            finding("image-tag", Severity::Medium),
+            finding("image-tag", Severity::Medium),
+        ],
+        1 => vec![finding("image-tag", Severity::Medium)],
+        _ => Vec::new(),
+    }
 }
 
 const QUERIES: &[&str] = &[
@@ -131,6 +154,18 @@ const QUERIES: &[&str] = &[
     "select * from resources where syncAt > '2026-01-01T00:16:45.500Z'",
     "select * from resources where (kind = 'Pod' or kind = 'Service') and not labels.app = 'db' order by name desc limit 20",
     "select * from resources where name not between 'cache-10' and 'db-5' order by syncAt desc",
+    "select * from resources where issue = 'privileged'",
+    "select * from resources where issue != 'privileged'",
+    "select * from resources where not issue = 'privileged'",
+    "select * from resources where severity = 'high'",
+    "select * from resources where severity in ('Medium', 'Low') and kind = 'Pod'",
+    "select * from resources where issue in ('image-tag', 'privileged')",
+    "select * from resources where issue not in ('privileged')",
+    "select * from resources where issue like 'image%'",
+    "select * from resources where issue not like 'priv%'",
+    "select * from resources where score < 80",
+    "select * from resources where score >= 80 order by score desc, name",
+    "select * from resources where score between 50 and 90",
 ];
 
 const KEYWORDS: &[&str] = &["web", "nginx", "tier=fe", "kube", "postgres 16", "*"];
@@ -329,6 +364,8 @@ async fn term_aggregations_agree() {
         (Field::Label("app".into()), &all),
         (Field::Label("app".into()), &pods),
         (Field::Label("app.kubernetes.io/name".into()), &all),
+        (Field::Issue, &all),
+        (Field::Severity, &pods),
     ] {
         let reference: Vec<Bucket> = backends[0].storage.terms(&field, query, 10).await.unwrap();
         assert!(!reference.is_empty());
@@ -342,6 +379,48 @@ async fn term_aggregations_agree() {
         assert!(b.storage.terms(&Field::Uid, &all, 10).await.is_err());
         assert!(b.storage.terms(&Field::SyncAt, &all, 10).await.is_err());
     }
+}
+
+#[tokio::test]
+async fn audit_totals_agree_with_the_documents() {
+    let backends = loaded().await;
+    let docs = documents();
+    for sql in [
+        "select * from resources",
+        "select * from resources where kind = 'Pod'",
+        "select * from resources where issue = 'privileged'",
+        "select * from resources where cluster = 'nowhere'",
+    ] {
+        let query = parse(sql).unwrap();
+        // What the documents themselves say, through the same filter.
+        let ids = answer(backends[0].storage.as_ref(), &query).await.1;
+        let matched: Vec<&ResourceDocument> =
+            docs.iter().filter(|d| ids.contains(&d.id())).collect();
+        let mut counts = karpor_audit::SeverityCounts::default();
+        for d in &matched {
+            for f in &d.issues {
+                counts.add(f.severity);
+            }
+        }
+        let score_sum: f64 = matched.iter().map(|d| d.score()).sum();
+        for b in &backends {
+            let totals = b.storage.audit_totals(&query).await.unwrap();
+            assert_eq!(totals.resources, matched.len() as u64, "{}: {sql}", b.name);
+            assert_eq!(totals.findings, counts, "{}: {sql}", b.name);
+            assert!(
+                (totals.score_sum - score_sum).abs() < 1e-6,
+                "{}: {sql}: {} vs {score_sum}",
+                b.name,
+                totals.score_sum
+            );
+            if matched.is_empty() {
+                assert_eq!(totals.score(), 100.0);
+            }
+        }
+    }
+    // One document's score, Karpor's formula: p = 3 findings, s = 3 + 2 + 2 = 7.
+    let expected = 100.0 * (-0.04f64 * 3.0 - 0.06 * 7.0).exp();
+    assert!((docs[0].score() - expected).abs() < 1e-9);
 }
 
 #[tokio::test]

@@ -27,6 +27,7 @@ fn document(i: usize) -> ResourceDocument {
         sync_at: time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(i as i64),
         deleted: false,
         object: serde_json::json!({"data": {"key": format!("value {i}")}}),
+        issues: Vec::new(),
     }
 }
 

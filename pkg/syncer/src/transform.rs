@@ -105,6 +105,7 @@ impl Trimmer {
             sync_at,
             deleted: false,
             object,
+            issues: Vec::new(),
         })
     }
 }

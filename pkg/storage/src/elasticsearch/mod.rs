@@ -13,7 +13,9 @@ use elasticsearch::cluster::ClusterHealthParts;
 use elasticsearch::http::request::JsonBody;
 use elasticsearch::http::response::Response;
 use elasticsearch::http::transport::{SingleNodeConnectionPool, TransportBuilder};
-use elasticsearch::indices::{IndicesCreateParts, IndicesPutIndexTemplateParts};
+use elasticsearch::indices::{
+    IndicesCreateParts, IndicesPutIndexTemplateParts, IndicesPutMappingParts,
+};
 use elasticsearch::params::{Conflicts, Refresh};
 use elasticsearch::{
     BulkParts, CountParts, DeleteByQueryParts, DeleteParts, Elasticsearch, GetParts, SearchParts,
@@ -26,7 +28,9 @@ use time::OffsetDateTime;
 use crate::config::{ElasticConfig, RefreshPolicy};
 use crate::document::{document_id, ResourceDocument};
 use crate::window::{total, window};
-use crate::{aggregatable, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError};
+use crate::{
+    aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
+};
 
 const BULK_ATTEMPTS: u32 = 8;
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -96,6 +100,7 @@ fn source(d: &ResourceDocument) -> Json {
     let pairs = |m: &std::collections::BTreeMap<String, String>| -> Vec<String> {
         m.iter().map(|(k, v)| format!("{k}={v}")).collect()
     };
+    let counts = d.severity_counts();
     json!({
         "id": d.id(),
         "cluster": d.cluster,
@@ -114,6 +119,12 @@ fn source(d: &ResourceDocument) -> Json {
         "annotationPairs": pairs(&d.annotations),
         "annotationKeys": d.annotations.keys().collect::<Vec<_>>(),
         "content": d.content(),
+        "issueRules": d.issues.iter().map(|f| f.rule.as_str()).collect::<std::collections::BTreeSet<_>>(),
+        "issueSeverities": d.issues.iter().map(|f| f.severity.as_str()).collect::<std::collections::BTreeSet<_>>(),
+        "issuesLow": counts.low,
+        "issuesMedium": counts.medium,
+        "issuesHigh": counts.high,
+        "score": d.score(),
         "document": d,
     })
 }
@@ -121,6 +132,7 @@ fn source(d: &ResourceDocument) -> Json {
 fn mapping() -> Json {
     let keyword = json!({"type": "keyword"});
     let date = json!({"type": "date"});
+    let long = json!({"type": "long"});
     json!({
         "settings": {"analysis": {"normalizer": {"karpor_lowercase": {
             "type": "custom", "filter": ["lowercase"]
@@ -136,6 +148,9 @@ fn mapping() -> Json {
             "labelPairs": keyword, "labelKeys": keyword,
             "annotationPairs": keyword, "annotationKeys": keyword,
             "content": {"type": "text"},
+            "issueRules": keyword, "issueSeverities": keyword,
+            "issuesLow": long, "issuesMedium": long, "issuesHigh": long,
+            "score": {"type": "double"},
             "document": {"type": "object", "enabled": false}
         }}
     })
@@ -231,7 +246,20 @@ impl ElasticStorage {
         let code = response.status_code().as_u16();
         let body: Json = response.json().await.unwrap_or(Json::Null);
         let exists = body["error"]["type"] == "resource_already_exists_exception";
-        if (200..300).contains(&code) || exists {
+        if exists {
+            // An index an older karpor made lacks the fields added since: adding fields
+            // to a mapping is allowed, and a no-op when they are there.
+            let response = self
+                .client
+                .indices()
+                .put_mapping(IndicesPutMappingParts::Index(&[&self.index]))
+                .body(json!({"properties": mapping()["mappings"]["properties"]}))
+                .send()
+                .await
+                .map_err(transport_error)?;
+            success(response, "index mapping").await?;
+            Ok(())
+        } else if (200..300).contains(&code) {
             Ok(())
         } else {
             Err(StorageError::Misconfigured(format!(
@@ -502,6 +530,35 @@ impl SearchStorage for ElasticStorage {
         Ok(SearchResult {
             items,
             total: total(query, matches),
+        })
+    }
+
+    async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError> {
+        self.ready().await?;
+        // Documents written before auditing have none of these fields: they are clean.
+        let sum = |field: &str, missing: f64| json!({"sum": {"field": field, "missing": missing}});
+        let body = json!({
+            "size": 0,
+            "track_total_hits": true,
+            "query": translate::filter(&query.filter),
+            "aggs": {
+                "score": sum("score", karpor_audit::PERFECT_SCORE),
+                "low": sum("issuesLow", 0.0),
+                "medium": sum("issuesMedium", 0.0),
+                "high": sum("issuesHigh", 0.0),
+            }
+        });
+        let answer = self.search_request(body, "audit totals").await?;
+        let aggs = &answer["aggregations"];
+        let count = |name: &str| aggs[name]["value"].as_f64().unwrap_or(0.0).round() as u64;
+        Ok(AuditTotals {
+            resources: answer["hits"]["total"]["value"].as_u64().unwrap_or(0),
+            score_sum: aggs["score"]["value"].as_f64().unwrap_or(0.0),
+            findings: karpor_audit::SeverityCounts {
+                low: count("low"),
+                medium: count("medium"),
+                high: count("high"),
+            },
         })
     }
 

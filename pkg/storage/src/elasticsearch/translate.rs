@@ -49,6 +49,10 @@ pub(crate) fn sort_field(field: &Field) -> &'static str {
         Field::DeletionTimestamp => "deletionTimestamp",
         Field::SyncAt => "syncAt",
         Field::Deleted => "deleted",
+        Field::Score => "score",
+        // Arrays of each finding's rule and severity: aggregated, never sorted by.
+        Field::Issue => "issueRules",
+        Field::Severity => "issueSeverities",
         Field::Label(_) | Field::Annotation(_) => unreachable!("maps are not sort keys"),
     }
 }
@@ -59,6 +63,7 @@ fn scalar(field: &Field, value: &Value) -> Json {
         Value::Text(s) => Json::String(s.clone()),
         Value::Time(t) => Json::String(super::rfc3339_text(*t)),
         Value::Bool(b) => Json::Bool(*b),
+        Value::Number(n) => json!(n),
     }
 }
 
@@ -67,6 +72,7 @@ fn text(value: &Value) -> String {
         Value::Text(s) => s.clone(),
         Value::Time(t) => super::rfc3339_text(*t),
         Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
     }
 }
 

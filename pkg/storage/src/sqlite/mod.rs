@@ -14,7 +14,9 @@ use time::OffsetDateTime;
 
 use crate::document::{document_id, millis, ResourceDocument};
 use crate::window::{total, window};
-use crate::{aggregatable, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError};
+use crate::{
+    aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
+};
 use translate::{filter, keywords, order, sort_column, Param, Sql};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -40,6 +42,16 @@ fn arguments(params: Vec<Param>) -> Result<SqliteArguments, StorageError> {
         added.map_err(|e| StorageError::Invalid(e.to_string()))?;
     }
     Ok(args)
+}
+
+/// A document's findings as `resource_issues` pairs: each rule once, with its severity.
+fn issue_pairs(d: &ResourceDocument) -> serde_json::Value {
+    let pairs: std::collections::BTreeMap<&str, &str> = d
+        .issues
+        .iter()
+        .map(|f| (f.rule.as_str(), f.severity.as_str()))
+        .collect();
+    serde_json::json!(pairs)
 }
 
 fn decode(doc: &str) -> Result<ResourceDocument, StorageError> {
@@ -79,6 +91,7 @@ impl SqliteStorage {
             ("resource_docs", "doc"),
             ("resource_labels", "doc"),
             ("resource_annotations", "doc"),
+            ("resource_issues", "doc"),
         ] {
             sqlx::query_with(
                 AssertSqlSafe(format!(
@@ -127,10 +140,12 @@ impl ResourceStorage for SqliteStorage {
             let doc = serde_json::to_string(d).map_err(|e| StorageError::Corrupt(e.to_string()))?;
             let labels = serde_json::to_string(&d.labels).unwrap_or_default();
             let annotations = serde_json::to_string(&d.annotations).unwrap_or_default();
+            let counts = d.severity_counts();
             let row = sqlx::query(
                 "INSERT INTO resources (id, cluster, api_version, kind, kind_lower, namespace, name, \
-                 uid, resource_version, creation_ts, deletion_ts, sync_at, deleted, keywords) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                 uid, resource_version, creation_ts, deletion_ts, sync_at, deleted, keywords, \
+                 score, issues_low, issues_medium, issues_high) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
                  ON CONFLICT (id) DO UPDATE SET cluster = excluded.cluster, \
                  api_version = excluded.api_version, kind = excluded.kind, \
                  kind_lower = excluded.kind_lower, namespace = excluded.namespace, \
@@ -138,7 +153,9 @@ impl ResourceStorage for SqliteStorage {
                  resource_version = excluded.resource_version, \
                  creation_ts = excluded.creation_ts, deletion_ts = excluded.deletion_ts, \
                  sync_at = excluded.sync_at, deleted = excluded.deleted, \
-                 keywords = excluded.keywords \
+                 keywords = excluded.keywords, score = excluded.score, \
+                 issues_low = excluded.issues_low, issues_medium = excluded.issues_medium, \
+                 issues_high = excluded.issues_high \
                  RETURNING rowid",
             )
             .bind(d.id())
@@ -155,6 +172,10 @@ impl ResourceStorage for SqliteStorage {
             .bind(millis(d.sync_at))
             .bind(d.deleted)
             .bind(keywords(&d.name, &d.namespace, &d.labels))
+            .bind(d.score())
+            .bind(counts.low as i64)
+            .bind(counts.medium as i64)
+            .bind(counts.high as i64)
             .fetch_one(&mut *tx)
             .await
             .map_err(from_sqlx)?;
@@ -187,6 +208,7 @@ impl ResourceStorage for SqliteStorage {
                 "resource_annotations",
                 rows(&|d| serde_json::json!(d.annotations)),
             ),
+            ("resource_issues", rows(&|d| issue_pairs(d))),
         ] {
             // The table names are the constants above.
             sqlx::query(AssertSqlSafe(format!(
@@ -362,6 +384,34 @@ impl SearchStorage for SqliteStorage {
         })
     }
 
+    async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError> {
+        let mut sql = Sql::default();
+        filter(&query.filter, &mut sql);
+        // A filter of karpor's own SQL with every value bound.
+        let statement = format!(
+            "SELECT count(*) AS n, total(r.score) AS score, total(r.issues_low) AS low, \
+             total(r.issues_medium) AS medium, total(r.issues_high) AS high \
+             FROM resources r WHERE {}",
+            sql.text
+        );
+        let row = sqlx::query_with(AssertSqlSafe(statement), arguments(sql.params)?)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(from_sqlx)?;
+        let count = |name: &str| -> Result<u64, StorageError> {
+            Ok(row.try_get::<f64, _>(name).map_err(from_sqlx)? as u64)
+        };
+        Ok(AuditTotals {
+            resources: row.try_get::<i64, _>("n").map_err(from_sqlx)? as u64,
+            score_sum: row.try_get("score").map_err(from_sqlx)?,
+            findings: karpor_audit::SeverityCounts {
+                low: count("low")?,
+                medium: count("medium")?,
+                high: count("high")?,
+            },
+        })
+    }
+
     async fn terms(
         &self,
         field: &Field,
@@ -391,6 +441,20 @@ impl SearchStorage for SqliteStorage {
                 let mut params = vec![Param::Text(key.clone())];
                 params.extend(sql.params);
                 (statement, params)
+            }
+            Field::Issue | Field::Severity => {
+                let column = if *field == Field::Issue {
+                    "key"
+                } else {
+                    "value"
+                };
+                let statement = format!(
+                    "SELECT p.{column} AS k, count(*) AS c FROM resources r \
+                     JOIN resource_issues p ON p.doc = r.rowid WHERE ({}) \
+                     GROUP BY p.{column} ORDER BY c DESC, k ASC LIMIT ?",
+                    sql.text
+                );
+                (statement, sql.params)
             }
             _ => {
                 let column = sort_column(field);
@@ -445,6 +509,7 @@ mod tests {
             sync_at: at,
             deleted: false,
             object: serde_json::json!({}),
+            issues: Vec::new(),
         }
     }
 

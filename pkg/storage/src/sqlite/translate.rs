@@ -27,11 +27,13 @@ impl Sql {
     }
 }
 
-/// Where a predicate's value lives: a column (nullable or not), or one key of a pairs
-/// table (`resource_labels`, `resource_annotations`).
+/// Where a predicate's value lives: a column (nullable or not), one key of a pairs table
+/// (`resource_labels`, `resource_annotations`), or any row of a pairs table by one of its
+/// columns (`resource_issues`: a finding's rule is its key, its severity the value).
 enum Target {
     Column(&'static str, bool),
     Map(&'static str, String),
+    Set(&'static str, &'static str),
 }
 
 fn target(field: &Field) -> Target {
@@ -49,6 +51,9 @@ fn target(field: &Field) -> Target {
         Field::Deleted => Target::Column("r.deleted", false),
         Field::Label(key) => Target::Map("resource_labels", key.clone()),
         Field::Annotation(key) => Target::Map("resource_annotations", key.clone()),
+        Field::Issue => Target::Set("resource_issues", "p.key"),
+        Field::Severity => Target::Set("resource_issues", "p.value"),
+        Field::Score => Target::Column("r.score", false),
     }
 }
 
@@ -58,7 +63,7 @@ pub(crate) fn sort_column(field: &Field) -> &'static str {
         Field::Kind => "r.kind",
         other => match target(other) {
             Target::Column(column, _) => column,
-            Target::Map(..) => unreachable!("maps are not sort keys"),
+            Target::Map(..) | Target::Set(..) => unreachable!("maps and sets are not sort keys"),
         },
     }
 }
@@ -69,6 +74,7 @@ fn param(field: &Field, value: &Value) -> Param {
         Value::Text(s) => Param::Text(s.clone()),
         Value::Time(t) => Param::Int(millis(*t)),
         Value::Bool(b) => Param::Int(i64::from(*b)),
+        Value::Number(n) => Param::Int(*n),
     }
 }
 
@@ -98,6 +104,12 @@ fn on(
             } else {
                 sql.text.push_str(&format!("({body})"));
             }
+        }
+        Target::Set(table, column) => {
+            let body = predicate(column, sql);
+            sql.text.push_str(&format!(
+                "r.rowid IN (SELECT p.doc FROM {table} p WHERE ({body}))"
+            ));
         }
         Target::Map(table, key) => {
             let key = sql.bind(Param::Text(key));
@@ -143,7 +155,78 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
     filter_in(expr, sql, false);
 }
 
+/// A negated predicate on a set field (`issue != 'x'`) as its positive form: it means "has
+/// findings, none of which matches", as in the Elasticsearch translation, not "has a
+/// finding that does not match".
+fn set_negation(expr: &Expr) -> Option<(&'static str, Expr)> {
+    let (field, positive) = match expr {
+        Expr::Compare {
+            field,
+            op: Op::NotEq,
+            value,
+        } => (
+            field,
+            Expr::Compare {
+                field: field.clone(),
+                op: Op::Eq,
+                value: value.clone(),
+            },
+        ),
+        Expr::In {
+            field,
+            values,
+            negated: true,
+        } => (
+            field,
+            Expr::In {
+                field: field.clone(),
+                values: values.clone(),
+                negated: false,
+            },
+        ),
+        Expr::Between {
+            field,
+            low,
+            high,
+            negated: true,
+        } => (
+            field,
+            Expr::Between {
+                field: field.clone(),
+                low: low.clone(),
+                high: high.clone(),
+                negated: false,
+            },
+        ),
+        Expr::Like {
+            field,
+            pattern,
+            negated: true,
+        } => (
+            field,
+            Expr::Like {
+                field: field.clone(),
+                pattern: pattern.clone(),
+                negated: false,
+            },
+        ),
+        _ => return None,
+    };
+    match target(field) {
+        Target::Set(table, _) => Some((table, positive)),
+        _ => None,
+    }
+}
+
 fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
+    if let Some((table, positive)) = set_negation(expr) {
+        sql.text.push_str(&format!(
+            "(r.rowid IN (SELECT p.doc FROM {table} p) AND NOT "
+        ));
+        filter_in(&positive, sql, !flipped);
+        sql.text.push(')');
+        return;
+    }
     match expr {
         Expr::All => sql.text.push('1'),
         Expr::And(all) | Expr::Or(all) => {
