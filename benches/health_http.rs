@@ -126,6 +126,7 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
             .await
             .unwrap();
             let mut syncer = karpor_syncer::Syncer::new(karpor_syncer::SyncerParts {
+                audit: Default::default(),
                 exec: Default::default(),
                 metastore: metastore.clone(),
                 storage: storage.clone(),

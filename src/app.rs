@@ -87,6 +87,7 @@ impl Application {
         let exec = config.kubernetes.exec_settings();
         let mut syncer = (mode == Mode::Syncer || config.server.syncer).then(|| {
             Syncer::new(SyncerParts {
+                audit: config.audit.clone(),
                 metastore: metastore.clone(),
                 storage: storage.clone(),
                 health: health.clone(),
@@ -147,6 +148,7 @@ impl Application {
                 auth: authenticator(&config).await?,
                 read_only: config.server.read_only,
                 limits: config.server.limits.clone(),
+                audit: config.audit.clone(),
             }),
             Mode::Syncer => axum::Router::new(),
         };

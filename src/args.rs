@@ -40,6 +40,9 @@ pub enum Command {
     /// Search a running server's resources: SQL (`select * from resources where ...`) or
     /// a keyword.
     Search(SearchArgs),
+    /// Audit findings and score of a running server's resources: everything, a cluster,
+    /// or a namespace (`CLUSTER/NAMESPACE`).
+    Audit(AuditArgs),
     /// Print a shell completion script (`source <(karpor completion bash)`).
     Completion {
         /// The shell.
@@ -210,6 +213,27 @@ pub struct SearchArgs {
     /// Results per page (1 to 1000).
     #[arg(long, default_value_t = 20)]
     pub page_size: u64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// A severity to filter findings by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SeverityArg {
+    High,
+    Medium,
+    Low,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// `CLUSTER` or `CLUSTER/NAMESPACE`; every cluster when absent.
+    pub scope: Option<String>,
+    /// Only findings of this severity.
+    #[arg(long, value_enum)]
+    pub severity: Option<SeverityArg>,
+    #[command(flatten)]
+    pub server: ServerArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -40,6 +40,10 @@ pub fn run() -> ExitCode {
             Ok(rt) => rt.block_on(client::search::run(&args)),
             Err(code) => code,
         },
+        Command::Audit(args) => match runtime() {
+            Ok(rt) => rt.block_on(client::audit::run(&args)),
+            Err(code) => code,
+        },
         Command::Completion { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "karpor", &mut std::io::stdout());

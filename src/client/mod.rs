@@ -2,6 +2,7 @@
 //! search`): the HTTP client, the token, the exit statuses, and how answers are printed.
 //! Exit 0 done, 1 refused by the server (its message on stderr), 2 unreachable.
 
+pub mod audit;
 pub mod cluster;
 mod output;
 pub mod search;

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use karpor_api::{AuthConfig, LimitsConfig};
+use karpor_audit::AuditConfig;
 use karpor_core::SecretSource;
 use karpor_kube::KubernetesConfig;
 use karpor_metastore::MetastoreConfig;
@@ -31,6 +32,7 @@ pub struct Config {
     pub storage: StorageConfig,
     pub syncer: SyncerConfig,
     pub kubernetes: KubernetesConfig,
+    pub audit: AuditConfig,
     pub health: HealthConfig,
     pub readiness: ReadinessConfig,
     pub shutdown: ShutdownConfig,
@@ -45,6 +47,7 @@ pub const SECTIONS: &[&str] = &[
     "storage",
     "syncer",
     "kubernetes",
+    "audit",
     "health",
     "readiness",
     "shutdown",

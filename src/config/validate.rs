@@ -22,6 +22,7 @@ impl Config {
         let sections = [
             self.syncer.validate(),
             self.kubernetes.validate(),
+            self.audit.validate(),
             self.server.limits.validate(),
             self.server
                 .connections

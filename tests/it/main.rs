@@ -5,6 +5,7 @@
 
 mod api;
 mod api_schemathesis;
+mod audit;
 mod backend_health;
 mod cli;
 mod cli_daily;

@@ -79,6 +79,39 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
     })
     .await;
 
+    // An object with a finding (an untagged image), for the detail view.
+    let kube = karpor_testkit::cluster::Kube::from_text(kubeconfig.clone()).await;
+    let ns = karpor_testkit::cluster::kube_name("ui");
+    let flawed = "ui-untagged";
+    kube.create(
+        &karpor_testkit::cluster::namespaces(),
+        None,
+        serde_json::json!({"metadata": {"name": ns}}),
+    )
+    .await;
+    kube.create(
+        &karpor_testkit::cluster::resource("apps", "v1", "Deployment", "deployments"),
+        Some(&ns),
+        serde_json::json!({"metadata": {"name": flawed}, "spec": {
+            "selector": {"matchLabels": {"app": flawed}},
+            "template": {"metadata": {"labels": {"app": flawed}},
+                         "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}}),
+    )
+    .await;
+    let flawed_query = karpor_search::parse(&format!(
+        "select * from resources where issue = 'image-tag' and namespace = '{ns}'"
+    ))
+    .unwrap();
+    wait_for(
+        Duration::from_secs(60),
+        "the flawed Deployment is audited",
+        || {
+            let (storage, query) = (storage.clone(), flawed_query.clone());
+            async move { matches!(storage.search(&query, 0, 1).await, Ok(r) if r.total == 1) }
+        },
+    )
+    .await;
+
     let screenshot = format!("{root}/target/ui-placeholder.png");
     let output = Command::new("node")
         .arg(format!("{root}/tests/ui/browser.mjs"))
@@ -86,6 +119,7 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         .env("KARPOR_TOKEN", GUEST)
         .env("KARPOR_QUERY", query)
         .env("KARPOR_EXPECT_NAME", "kube-system")
+        .env("KARPOR_AUDIT_NAME", flawed)
         .env("KARPOR_KILL_PID", elastic.process.pid().to_string())
         .env("KARPOR_SCREENSHOT", &screenshot)
         .env("KARPOR_CHROMIUM", &chromium)
@@ -98,4 +132,5 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         out(&output)
     );
     assert!(std::path::Path::new(&screenshot).exists());
+    kube.delete_namespace(&ns).await;
 }

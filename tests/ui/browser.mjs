@@ -97,6 +97,20 @@ try {
   console.log(`detail of ${expected} shown as YAML`);
   if (consoleErrors.length > 0) throw new Error(`console errors: ${consoleErrors.join("; ")}`);
 
+  // An object's audit findings are in its row and its detail; clusters show a score.
+  const flawed = env("KARPOR_AUDIT_NAME");
+  await page.selectOption("#mode", "keyword");
+  await page.fill("#query", flawed);
+  await page.click("#search-form button");
+  const flawedRow = page.locator("#results tbody tr", { hasText: flawed }).first();
+  await flawedRow.waitFor();
+  await flawedRow.click();
+  await page.locator("#findings td", { hasText: "image-tag" }).first().waitFor();
+  console.log(`findings of ${flawed}: ${(await page.locator("#findings tbody tr").allInnerTexts()).join(" | ")}`);
+  await page.waitForFunction(() => [...document.querySelectorAll("#clusters td[data-cluster]")]
+    .some((td) => /^\d+\.\d \(\d+ findings\)$/.test(td.textContent)));
+  console.log(`cluster score: ${await page.locator("#clusters td[data-cluster]").first().innerText()}`);
+
   // Nothing found says why it may be so.
   await page.fill("#query", "no-such-thing-anywhere");
   await page.click("#search-form button");

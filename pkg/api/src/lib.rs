@@ -3,6 +3,7 @@
 //! mode and request limits; its OpenAPI document at `/openapi.json`.
 
 mod ai;
+mod audit_policy;
 mod auth;
 mod clusters;
 mod config;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::Router;
+use karpor_audit::AuditConfig;
 use karpor_kube::ExecSettings;
 use karpor_metastore::Metastore;
 use karpor_storage::Storage;
@@ -50,6 +52,8 @@ pub struct ApiParts {
     /// Refuse every write (any method but GET) with 405.
     pub read_only: bool,
     pub limits: LimitsConfig,
+    /// The config file's audit policy (a stored one replaces it).
+    pub audit: AuditConfig,
 }
 
 /// Shared by the handlers.
@@ -59,6 +63,7 @@ pub(crate) struct AppState {
     pub storage: Arc<dyn Storage>,
     pub sync: Option<Arc<SyncStatus>>,
     pub exec: Arc<ExecSettings>,
+    pub audit: Arc<AuditConfig>,
 }
 
 /// Every handler's route, each registered once with its part of the document.
@@ -69,6 +74,7 @@ fn handlers() -> OpenApiRouter<AppState> {
         .merge(insight::routes())
         .merge(resource_groups::routes())
         .merge(server_info::routes())
+        .merge(audit_policy::routes())
         .merge(ai::routes())
 }
 
@@ -112,6 +118,7 @@ pub fn routes(parts: ApiParts) -> Router {
         storage: parts.storage,
         sync: parts.sync,
         exec: parts.exec,
+        audit: Arc::new(parts.audit),
     };
     let guard = auth::Guard {
         auth: Arc::new(parts.auth),

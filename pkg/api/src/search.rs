@@ -58,6 +58,10 @@ pub struct SearchItem {
     #[schema(value_type = String, format = DateTime)]
     pub sync_at: OffsetDateTime,
     pub deleted: bool,
+    /// The object's audit findings (`rule`, `severity`, `title`, `message`,
+    /// `remediation`); empty when clean.
+    #[schema(value_type = Vec<Object>)]
+    pub issues: Vec<karpor_audit::Finding>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -149,6 +153,7 @@ pub(crate) async fn search(
                 },
                 sync_at: d.sync_at,
                 deleted: d.deleted,
+                issues: d.issues,
             })
             .collect(),
         sql_query: shown,

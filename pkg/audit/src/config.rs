@@ -10,13 +10,25 @@ use crate::Severity;
 /// The section's name in the config file, before the keys `validate` names.
 const SECTION: &str = "audit";
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
+    /// Off: no object is audited (findings and scores stay empty and 100).
+    pub enabled: bool,
     /// Rule ids never reported.
     pub disabled: BTreeSet<String>,
     /// A severity per rule id, instead of the catalogue's.
     pub severities: BTreeMap<String, Severity>,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            enabled: true,
+            disabled: BTreeSet::new(),
+            severities: BTreeMap::new(),
+        }
+    }
 }
 
 impl AuditConfig {

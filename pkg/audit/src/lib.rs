@@ -41,6 +41,9 @@ use object::{Kind, TypeRef};
 /// one `unparseable` finding instead of that part's checks. `pdb-missing` needs the
 /// namespace's PodDisruptionBudgets: see [`missing_pdb`].
 pub fn audit(object: &Value, config: &AuditConfig) -> Vec<Finding> {
+    if !config.enabled {
+        return Vec::new();
+    }
     let mut report = Report::new(config);
     if let Some(type_) = TypeRef::of(object) {
         deprecated::check(&type_, &mut report);

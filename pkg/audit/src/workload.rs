@@ -65,6 +65,9 @@ fn replicas(object: &Value) -> Result<Option<(i32, bool)>, String> {
 /// `None` for anything else, for an object that cannot be read (`audit` reports that),
 /// and when the config turns the rule off.
 pub fn missing_pdb(workload: &Value, pdbs: &[Value], config: &AuditConfig) -> Option<Finding> {
+    if !config.enabled {
+        return None;
+    }
     let Some(Kind::Workload(kind)) = TypeRef::of(workload)?.kind() else {
         return None;
     };

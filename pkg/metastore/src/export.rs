@@ -2,7 +2,7 @@
 //! who switches backend keeps their clusters and rules. Credentials are exported in the
 //! clear (the target may use another key): the file is as secret as a kubeconfig.
 
-use karpor_core::model::{Cluster, Record, ResourceGroupRule, SyncRule};
+use karpor_core::model::{AuditPolicy, Cluster, Record, ResourceGroupRule, SyncRule};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -35,6 +35,9 @@ pub struct Export {
     pub clusters: Vec<ExportedRecord<Cluster>>,
     pub sync_rules: Vec<ExportedRecord<SyncRule>>,
     pub resource_group_rules: Vec<ExportedRecord<ResourceGroupRule>>,
+    /// Absent from exports made before audit policies existed.
+    #[serde(default)]
+    pub audit_policies: Vec<ExportedRecord<AuditPolicy>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +67,7 @@ impl Metastore {
             clusters: self.export_kind().await?,
             sync_rules: self.export_kind().await?,
             resource_group_rules: self.export_kind().await?,
+            audit_policies: self.export_kind().await?,
         })
     }
 
@@ -85,12 +89,15 @@ impl Metastore {
         validate_all(&export.clusters)?;
         validate_all(&export.sync_rules)?;
         validate_all(&export.resource_group_rules)?;
+        validate_all(&export.audit_policies)?;
         let mut imported = Imported::default();
         self.import_kind(export.clusters, on_conflict, &mut imported)
             .await?;
         self.import_kind(export.sync_rules, on_conflict, &mut imported)
             .await?;
         self.import_kind(export.resource_group_rules, on_conflict, &mut imported)
+            .await?;
+        self.import_kind(export.audit_policies, on_conflict, &mut imported)
             .await?;
         Ok(imported)
     }

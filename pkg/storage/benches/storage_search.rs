@@ -3,6 +3,10 @@
 //! Elasticsearch-API server for reference when `KARPOR_TEST_ES_URL` is set
 //! (`source target/test-services/env.sh`). One run, one client.
 //!
+//! Each document carries the audit findings the auditors make of its object (a fifth of
+//! the pods privileged, a third without probes, ...), and the audit totals of a scope
+//! (what `/insight/score` and `/insight/audit` sum) are timed beside the searches.
+//!
 //! `KARPOR_BENCH_DOCS` sets the document count (default 100,000) and `KARPOR_BENCH_RUNS`
 //! the runs a query (default 100), for quick iterations and for Elasticsearch-API servers
 //! too slow for 100,000; `KARPOR_BENCH_DIR` keeps the SQLite file there (it must not
@@ -49,6 +53,35 @@ fn pod(i: usize) -> ResourceDocument {
     ]);
     let image = ["nginx:1.25", "redis:7", "postgres:16", "envoy:1.30"][i % 4];
     let created = datetime!(2026-01-01 00:00:00 UTC) + time::Duration::seconds(i as i64 * 13);
+    let mut container = json!({
+        "name": app,
+        "image": image,
+        "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+        "env": [{"name": "MODE", "value": "production"}, {"name": "REGION", "value": "eu-west-1"}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                      "limits": {"cpu": "500m", "memory": "512Mi"}},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}},
+        "securityContext": {"runAsNonRoot": true, "allowPrivilegeEscalation": false}
+    });
+    if i % 5 == 0 {
+        container["securityContext"] = json!({"privileged": true});
+    }
+    if i % 3 == 0 {
+        container.as_object_mut().unwrap().remove("readinessProbe");
+    }
+    let object = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "nodeName": format!("node-{}", i % 40),
+            "serviceAccountName": "default",
+            "hostNetwork": i % 97 == 0,
+            "containers": [container]
+        },
+        "status": {"phase": "Running", "podIP": format!("10.{}.{}.{}", i % 250, (i / 250) % 250, i % 200),
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    });
+    let issues = karpor_audit::audit(&object, &karpor_audit::AuditConfig::default());
     ResourceDocument {
         cluster: format!("cluster-{}", i % 3),
         api_version: "v1".to_owned(),
@@ -65,25 +98,8 @@ fn pod(i: usize) -> ResourceDocument {
         resource_version: (1_000_000 + i).to_string(),
         sync_at: created,
         deleted: false,
-        object: json!({
-            "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "spec": {
-                "nodeName": format!("node-{}", i % 40),
-                "serviceAccountName": "default",
-                "containers": [{
-                    "name": app,
-                    "image": image,
-                    "ports": [{"containerPort": 8080, "protocol": "TCP"}],
-                    "env": [{"name": "MODE", "value": "production"}, {"name": "REGION", "value": "eu-west-1"}],
-                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                                  "limits": {"cpu": "500m", "memory": "512Mi"}},
-                    "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}}
-                }]
-            },
-            "status": {"phase": "Running", "podIP": format!("10.{}.{}.{}", i % 250, (i / 250) % 250, i % 200),
-                       "conditions": [{"type": "Ready", "status": "True"}]}
-        }),
-        issues: Vec::new(),
+        object,
+        issues,
     }
 }
 
@@ -105,6 +121,26 @@ fn queries() -> Vec<(&'static str, Query)> {
 
 fn percentile(sorted: &[Duration], q: f64) -> f64 {
     sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)].as_secs_f64() * 1e3
+}
+
+/// Scopes whose audit totals are timed: everything, one cluster, one namespace.
+fn audit_scopes() -> Vec<(&'static str, Query)> {
+    let sql = |s| parse(s).unwrap();
+    vec![
+        ("score: everything", sql("select * from resources")),
+        (
+            "score: one cluster",
+            sql("select * from resources where cluster = 'cluster-1'"),
+        ),
+        (
+            "score: one namespace",
+            sql("select * from resources where cluster = 'cluster-1' and namespace = 'ns-7'"),
+        ),
+        (
+            "findings: one rule",
+            sql("select * from resources where issue = 'privileged' and cluster = 'cluster-1'"),
+        ),
+    ]
 }
 
 async fn measure(name: &str, storage: Arc<dyn Storage>, docs: &[ResourceDocument], runs: usize) {
@@ -144,6 +180,26 @@ async fn measure(name: &str, storage: Arc<dyn Storage>, docs: &[ResourceDocument
         latencies.sort_unstable();
         println!(
             "| {label} | {matches} | {:.1} ms | {:.1} ms |",
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99)
+        );
+    }
+    println!("\n| audit totals | resources | findings | score | p50 | p99 |");
+    println!("|---|---|---|---|---|---|");
+    for (label, query) in audit_scopes() {
+        let mut latencies = Vec::with_capacity(runs);
+        let mut totals = storage.audit_totals(&query).await.unwrap();
+        for _ in 0..runs {
+            let t = Instant::now();
+            totals = storage.audit_totals(&query).await.unwrap();
+            latencies.push(t.elapsed());
+        }
+        latencies.sort_unstable();
+        println!(
+            "| {label} | {} | {} | {:.2} | {:.1} ms | {:.1} ms |",
+            totals.resources,
+            totals.findings.total(),
+            totals.score(),
             percentile(&latencies, 0.5),
             percentile(&latencies, 0.99)
         );

@@ -164,6 +164,8 @@ const QUERIES: &[&str] = &[
     "select * from resources where issue like 'image%'",
     "select * from resources where issue not like 'priv%'",
     "select * from resources where score < 80",
+    "select * from resources where score = 100",
+    "select * from resources where score != 100",
     "select * from resources where score >= 80 order by score desc, name",
     "select * from resources where score between 50 and 90",
 ];

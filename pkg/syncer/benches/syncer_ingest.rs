@@ -139,6 +139,7 @@ async fn main() {
     let anon_before = anon_kib();
     let stop = CancellationToken::new();
     let mut syncer = Syncer::new(SyncerParts {
+        audit: Default::default(),
         exec: Default::default(),
         metastore: metastore.clone(),
         storage: storage.clone(),

@@ -133,6 +133,7 @@ mod tests {
         .unwrap();
         let mut registry = Registry::default();
         let mut syncer = Syncer::new(SyncerParts {
+            audit: Default::default(),
             exec: Default::default(),
             metastore,
             storage,

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::AuditSeen;
 use crate::lists::InitialLists;
 use crate::outage::Recoveries;
 use crate::rules::{resolve, Discovered, Target, TargetKey};
@@ -71,6 +72,8 @@ pub struct ClusterRun {
     pub exec: Arc<ExecSettings>,
     pub settings: SyncSettings,
     pub recoveries: Recoveries,
+    /// The audit policy; a change relists every resource type.
+    pub audit: AuditSeen,
 }
 
 struct Running {
@@ -94,10 +97,12 @@ impl ClusterRun {
             self.storage.clone(),
             self.progress.clone(),
             self.settings.writer,
+            self.audit.clone(),
             writer_stop.clone(),
         );
         let lists = Arc::new(InitialLists::new(self.progress.clone()));
         let mut running: HashMap<TargetKey, Running> = HashMap::new();
+        let mut audit = self.audit.clone();
         let mut retry = Duration::from_secs(1);
         // A relist after a storage outage is owed no first list: the cluster stays synced.
         let mut relisting = false;
@@ -108,7 +113,9 @@ impl ClusterRun {
             };
             let wait = match discovered {
                 Ok(found) => {
-                    let targets = resolve(&self.rules, &found);
+                    let policy = audit.borrow_and_update().clone();
+                    lists.generation(policy.generation);
+                    let targets = resolve(&self.rules, &found, &policy.config);
                     let owed = !std::mem::take(&mut relisting);
                     self.apply(targets, &mut running, &client, &writer, &lists, owed)
                         .await;
@@ -129,6 +136,13 @@ impl ClusterRun {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(wait) => {}
+                Ok(()) = audit.changed() => {
+                    // Stopped first: a watcher with other options would otherwise look
+                    // like a type no longer selected, and its documents be purged.
+                    tracing::info!(cluster = name, "relisting every resource type under the new audit policy");
+                    stop_all(&mut running).await;
+                    relisting = true;
+                }
                 Ok(()) = recoveries.changed() => {
                     tracing::info!(cluster = name, "relisting every resource type after a storage outage");
                     stop_all(&mut running).await;
@@ -205,10 +219,8 @@ impl ClusterRun {
             .filter(|(key, _)| !running.contains_key(key))
             .collect();
         // All owed before any starts: a fast first list must not find nothing else owed.
-        if owed {
-            for (key, _) in &new {
-                lists.expect(key.clone());
-            }
+        for (key, _) in &new {
+            lists.expect(key.clone(), owed);
         }
         for (key, target) in new {
             let stop = CancellationToken::new();

@@ -4,12 +4,14 @@
 //! objects are trimmed and written in batches by one writer per cluster, with
 //! backpressure. Nothing holds a copy of a cluster's objects in memory.
 
+mod audit;
 mod check;
 mod cluster;
 mod config;
 mod lists;
 mod metrics;
 mod outage;
+mod pdb;
 mod reason;
 mod rules;
 mod status;
@@ -21,6 +23,7 @@ mod writer;
 use std::sync::Arc;
 use std::time::Duration;
 
+use karpor_audit::AuditConfig;
 use karpor_health::HealthChecker;
 use karpor_kube::ExecSettings;
 use karpor_metastore::Metastore;
@@ -32,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 pub use check::{SyncerCheck, CLUSTER_CHECK_PREFIX, SYNCER_CHECK};
 pub use config::SyncerConfig;
 pub use metrics::SyncMetrics;
-pub use status::{ClusterSnapshot, SyncState, SyncStatus};
+pub use status::{AuditProgress, ClusterSnapshot, SyncState, SyncStatus};
 pub use writer::WriterSettings;
 
 /// Timing and batching, with production defaults.
@@ -72,6 +75,8 @@ pub struct SyncerParts {
     /// Which exec plugins a cluster's kubeconfig may run.
     pub exec: Arc<ExecSettings>,
     pub settings: SyncSettings,
+    /// The config file's audit policy (a stored policy record replaces it).
+    pub audit: AuditConfig,
 }
 
 /// The syncer: built, then started once the process's own checks are registered (so
@@ -95,6 +100,7 @@ impl Syncer {
                 status: status.clone(),
                 exec: parts.exec,
                 settings: parts.settings,
+                audit: Arc::new(parts.audit),
             }),
             status,
             storage: parts.storage,

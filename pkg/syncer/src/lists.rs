@@ -1,5 +1,6 @@
-//! Which of a cluster's watchers still owe their first full list; the cluster is synced
-//! when none does.
+//! Which of a cluster's watchers still owe their first full list (the cluster is synced
+//! when none does), and which owe any list under the current audit policy (the cluster
+//! is audited with it when none does).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -7,9 +8,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::rules::TargetKey;
 use crate::status::{ClusterProgress, SyncState};
 
+#[derive(Debug, Default)]
+struct Owed {
+    first: HashSet<TargetKey>,
+    /// Lists under audit policy `generation` still running.
+    any: HashSet<TargetKey>,
+    generation: u64,
+}
+
 #[derive(Debug)]
 pub struct InitialLists {
-    pending: Mutex<HashSet<TargetKey>>,
+    pending: Mutex<Owed>,
     progress: Arc<ClusterProgress>,
 }
 
@@ -21,14 +30,31 @@ impl InitialLists {
         }
     }
 
-    /// A watcher starts; its first list is owed.
-    pub fn expect(&self, key: TargetKey) {
-        self.lock().insert(key);
+    /// The watchers about to start list with audit policy `generation`.
+    pub fn generation(&self, generation: u64) {
+        self.lock().generation = generation;
     }
 
-    /// A watcher's first list is in storage.
+    /// A watcher starts: its list is owed, and its first list when `first`.
+    pub fn expect(&self, key: TargetKey, first: bool) {
+        let mut owed = self.lock();
+        if first {
+            owed.first.insert(key.clone());
+        }
+        owed.any.insert(key);
+    }
+
+    /// A watcher's list is in storage.
     pub fn listed(&self, key: &TargetKey) {
-        self.lock().remove(key);
+        let done = {
+            let mut owed = self.lock();
+            owed.first.remove(key);
+            owed.any.remove(key);
+            owed.any.is_empty().then_some(owed.generation)
+        };
+        if let Some(generation) = done {
+            self.progress.audited(generation);
+        }
         self.refresh();
     }
 
@@ -39,7 +65,7 @@ impl InitialLists {
 
     /// After an error: the state the cluster is in again once its watchers are back.
     pub fn refresh(&self) {
-        let state = if self.lock().is_empty() {
+        let state = if self.lock().first.is_empty() {
             SyncState::Synced
         } else {
             SyncState::Syncing
@@ -47,7 +73,7 @@ impl InitialLists {
         self.progress.set_state(state);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<TargetKey>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Owed> {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -13,6 +13,8 @@ pub struct SyncMetrics {
     state: Family<Labels, Gauge>,
     objects: Family<Labels, Counter>,
     last_event: Family<Labels, Gauge>,
+    audited: Family<Labels, Gauge>,
+    audit_policy: Gauge,
 }
 
 impl std::fmt::Debug for SyncMetrics {
@@ -43,6 +45,17 @@ impl SyncMetrics {
             "Unix time of the last watch event per cluster",
             metrics.last_event.clone(),
         );
+        registry.register(
+            "karpor_syncer_audit_policy_generation",
+            "Generation of the audit policy in force (raised by each change of it)",
+            metrics.audit_policy.clone(),
+        );
+        registry.register(
+            "karpor_syncer_cluster_audit_generation",
+            "Audit policy generation every document of the cluster was last written under; \
+             below the policy's while it is re-audited",
+            metrics.audited.clone(),
+        );
         metrics
     }
 
@@ -68,6 +81,16 @@ impl SyncMetrics {
             .set(at.unix_timestamp());
     }
 
+    pub(crate) fn audit_policy(&self, generation: u64) {
+        self.audit_policy.set(generation as i64);
+    }
+
+    pub(crate) fn audited(&self, name: &str, generation: u64) {
+        self.audited
+            .get_or_create(&cluster(name))
+            .set(generation as i64);
+    }
+
     /// Drops a deregistered cluster's series (`states`: every state it may have had).
     pub(crate) fn forget(&self, name: &str, states: &[&str]) {
         for state in states {
@@ -78,5 +101,6 @@ impl SyncMetrics {
         }
         self.objects.remove(&cluster(name));
         self.last_event.remove(&cluster(name));
+        self.audited.remove(&cluster(name));
     }
 }

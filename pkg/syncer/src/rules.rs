@@ -8,9 +8,11 @@ use karpor_core::model::{Cluster, ClusterSelector, ResourceSelector, SyncRule, T
 use kube::discovery::{verbs, ApiCapabilities, ApiResource, Scope};
 
 use crate::transform::{ObjectType, Trimmer};
+use karpor_audit::AuditConfig;
 
 /// The rule used when the metadata store holds none: the workload, network and config
-/// objects people search for. Events are left out (high churn, little to find).
+/// objects people search for, and the disruption budgets `pdb-missing` reads. Events are
+/// left out (high churn, little to find).
 pub fn default_rule() -> SyncRule {
     let resources = [
         ("", "namespaces"),
@@ -29,6 +31,7 @@ pub fn default_rule() -> SyncRule {
         ("batch", "jobs"),
         ("batch", "cronjobs"),
         ("networking.k8s.io", "ingresses"),
+        ("policy", "poddisruptionbudgets"),
     ];
     SyncRule {
         name: "default".to_owned(),
@@ -101,6 +104,9 @@ pub struct WatchOptions {
     pub field_selector: Option<String>,
     pub trimmer: Trimmer,
     pub keep_after_delete: bool,
+    /// The audit policy the watcher's documents are audited with: a new policy is a new
+    /// watcher (a relist).
+    pub audit: Arc<AuditConfig>,
 }
 
 /// One watcher: a resource type, in one namespace or all.
@@ -151,7 +157,11 @@ pub struct Discovered {
 
 /// The watchers `rules` ask for among `discovered`. A resource type selected by several
 /// rules is watched by the first in name order only.
-pub fn resolve(rules: &[SyncRule], discovered: &[Discovered]) -> Vec<Target> {
+pub fn resolve(
+    rules: &[SyncRule],
+    discovered: &[Discovered],
+    audit: &Arc<AuditConfig>,
+) -> Vec<Target> {
     let mut claimed = HashSet::new();
     let mut targets = Vec::new();
     for rule in rules {
@@ -161,6 +171,7 @@ pub fn resolve(rules: &[SyncRule], discovered: &[Discovered]) -> Vec<Target> {
             field_selector: rule.field_selector.clone().filter(|s| !s.is_empty()),
             trimmer: Trimmer::new(&rule.transform),
             keep_after_delete: rule.keep_after_delete,
+            audit: audit.clone(),
         });
         for d in discovered {
             let watchable = d.capabilities.supports_operation(verbs::LIST)
@@ -206,6 +217,10 @@ fn matches(selector: &ResourceSelector, d: &Discovered) -> bool {
 mod tests {
     use super::*;
     use karpor_core::model::Kubeconfig;
+
+    fn audit() -> Arc<AuditConfig> {
+        Arc::new(AuditConfig::default())
+    }
 
     fn discovered(group: &str, version: &str, kind: &str, plural: &str, ns: bool) -> Discovered {
         let api_version = if group.is_empty() {
@@ -287,7 +302,7 @@ mod tests {
     fn stars_pick_every_watchable_resource_at_its_preferred_version() {
         let mut found = all();
         found[2].capabilities.operations = vec![verbs::LIST.into()];
-        let targets = resolve(&[rule("r", &[("*", "*", "*")])], &found);
+        let targets = resolve(&[rule("r", &[("*", "*", "*")])], &found, &audit());
         assert_eq!(
             plurals(&targets),
             [
@@ -304,6 +319,7 @@ mod tests {
         let targets = resolve(
             &[rule("r", &[("networking.k8s.io", "v1beta1", "ingresses")])],
             &all(),
+            &audit(),
         );
         assert_eq!(plurals(&targets), ["networking.k8s.io/v1beta1/ingresses"]);
         assert_eq!(targets[0].resource.kind, "Ingress");
@@ -315,7 +331,7 @@ mod tests {
         first.namespaces = vec!["x".into(), "y".into()];
         first.label_selector = Some("app=web".into());
         let second = rule("b", &[("", "v1", "configmaps")]);
-        let targets = resolve(&[first, second], &all());
+        let targets = resolve(&[first, second], &all(), &audit());
         assert_eq!(
             plurals(&targets),
             ["v1/namespaces", "v1/configmaps@x", "v1/configmaps@y"]

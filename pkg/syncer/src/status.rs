@@ -47,6 +47,9 @@ pub struct ClusterProgress {
     last_event_ms: AtomicI64,
     /// The API server's version and how long asking for it took, at the last check.
     server: RwLock<Option<(String, u64)>>,
+    /// The audit policy generation all of the cluster's documents were last listed with
+    /// (0: none yet).
+    audited: AtomicU64,
     metrics: SyncMetrics,
 }
 
@@ -73,6 +76,7 @@ impl ClusterProgress {
             objects: AtomicU64::new(0),
             last_event_ms: AtomicI64::new(0),
             server: RwLock::new(None),
+            audited: AtomicU64::new(0),
             metrics,
         };
         progress
@@ -123,6 +127,14 @@ impl ClusterProgress {
         self.metrics.objects_written(&self.name, n);
     }
 
+    /// Every watcher has listed with audit policy `generation`.
+    pub(crate) fn audited(&self, generation: u64) {
+        let was = self.audited.fetch_max(generation, Ordering::SeqCst);
+        if generation > was {
+            self.metrics.audited(&self.name, generation);
+        }
+    }
+
     /// What the cluster's health check learnt of its API server.
     pub fn server_answered(&self, version: String, latency_ms: u64) {
         *self.server.write().unwrap_or_else(PoisonError::into_inner) = Some((version, latency_ms));
@@ -153,7 +165,18 @@ impl ClusterProgress {
 pub struct SyncStatus {
     running: AtomicBool,
     clusters: RwLock<BTreeMap<String, Arc<ClusterProgress>>>,
+    /// The audit policy's generation now (raised on each change of the policy).
+    audit_generation: AtomicU64,
     metrics: SyncMetrics,
+}
+
+/// How far the current audit policy has reached: clusters whose every document was
+/// written under it, of all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditProgress {
+    pub generation: u64,
+    pub clusters: usize,
+    pub audited: usize,
 }
 
 impl SyncStatus {
@@ -161,7 +184,28 @@ impl SyncStatus {
         SyncStatus {
             running: AtomicBool::new(false),
             clusters: RwLock::default(),
+            audit_generation: AtomicU64::new(0),
             metrics,
+        }
+    }
+
+    pub(crate) fn set_audit_generation(&self, generation: u64) {
+        self.audit_generation.store(generation, Ordering::SeqCst);
+        self.metrics.audit_policy(generation);
+    }
+
+    /// How many clusters are audited with the current policy (re-audit progress).
+    pub fn audit_progress(&self) -> AuditProgress {
+        let generation = self.audit_generation.load(Ordering::SeqCst);
+        let clusters = self.clusters.read().unwrap_or_else(PoisonError::into_inner);
+        let audited = clusters
+            .values()
+            .filter(|c| c.audited.load(Ordering::SeqCst) >= generation)
+            .count();
+        AuditProgress {
+            generation,
+            clusters: clusters.len(),
+            audited,
         }
     }
 

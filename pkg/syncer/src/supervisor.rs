@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use karpor_core::model::{Cluster, Kind, SyncRule};
+use karpor_audit::AuditConfig;
+use karpor_core::model::{AuditPolicy, Cluster, Kind, SyncRule};
 use karpor_health::{HealthChecker, Membership};
 use karpor_kube::ExecSettings;
 use karpor_metastore::{Metastore, StoreError};
@@ -18,6 +19,7 @@ use karpor_search::Field;
 use karpor_storage::Storage;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::AuditPolicyState;
 use crate::check::{cluster_check, ClusterCheck};
 use crate::cluster::{ClusterRun, ClusterSync};
 use crate::outage::{self, Recoveries};
@@ -32,6 +34,8 @@ pub struct Supervisor {
     pub status: Arc<SyncStatus>,
     pub exec: Arc<ExecSettings>,
     pub settings: SyncSettings,
+    /// The config file's audit policy: in force while no policy record is stored.
+    pub audit: Arc<AuditConfig>,
 }
 
 struct Running {
@@ -46,6 +50,7 @@ struct State {
     /// Storage was checked for clusters nobody registers (removed while we were down).
     swept: bool,
     recoveries: Recoveries,
+    audit: tokio::sync::watch::Sender<AuditPolicyState>,
 }
 
 impl Supervisor {
@@ -59,7 +64,12 @@ impl Supervisor {
                 self.settings.storage_probe,
                 stop.clone(),
             ),
+            audit: tokio::sync::watch::Sender::new(AuditPolicyState {
+                generation: 1,
+                config: self.audit.clone(),
+            }),
         };
+        self.status.set_audit_generation(1);
         let mut retry = Duration::from_millis(500);
         while !stop.is_cancelled() {
             match self.follow(&mut state, &stop).await {
@@ -91,7 +101,12 @@ impl Supervisor {
             tokio::select! {
                 _ = stop.cancelled() => return Ok(()),
                 change = changes.next() => match change {
-                    Some(Ok(change)) if matches!(change.kind, Kind::Cluster | Kind::SyncRule) => {
+                    Some(Ok(change))
+                        if matches!(
+                            change.kind,
+                            Kind::Cluster | Kind::SyncRule | Kind::AuditPolicy
+                        ) =>
+                    {
                         // A burst of writes (an import, say) is one reconcile.
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         self.reconcile(state).await?;
@@ -114,6 +129,7 @@ impl Supervisor {
             .into_iter()
             .map(|s| s.record)
             .collect();
+        self.follow_audit_policy(state).await?;
         let mut wanted: BTreeMap<String, (Cluster, Vec<SyncRule>, u64)> = BTreeMap::new();
         for stored in clusters {
             let cluster = stored.record;
@@ -168,6 +184,7 @@ impl Supervisor {
                 exec: self.exec.clone(),
                 settings: self.settings,
                 recoveries: state.recoveries.clone(),
+                audit: state.audit.subscribe(),
             });
             state.running.insert(name, Running { fingerprint, sync });
         }
@@ -175,6 +192,34 @@ impl Supervisor {
             self.find_orphans(state).await;
         }
         self.remove_orphans(state).await;
+        Ok(())
+    }
+
+    /// The stored audit policy, or the config file's: a change reaches every cluster
+    /// sync, which relists under it.
+    async fn follow_audit_policy(&self, state: &mut State) -> Result<(), StoreError> {
+        let stored = self
+            .metastore
+            .list_all::<AuditPolicy>()
+            .await?
+            .into_iter()
+            .find(|p| p.record.name == AuditPolicy::NAME);
+        let config = match stored {
+            Some(policy) => Arc::new(policy.record.config),
+            None => self.audit.clone(),
+        };
+        let current = state.audit.borrow().clone();
+        if *current.config != *config {
+            let generation = current.generation + 1;
+            tracing::info!(
+                generation,
+                "audit policy changed; re-auditing every cluster"
+            );
+            self.status.set_audit_generation(generation);
+            state
+                .audit
+                .send_replace(AuditPolicyState { generation, config });
+        }
         Ok(())
     }
 

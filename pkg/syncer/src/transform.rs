@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use karpor_audit::AuditConfig;
 use karpor_core::model::{Transform, TransformMode};
 use karpor_storage::ResourceDocument;
 use serde_json::{Map, Value};
@@ -47,13 +48,15 @@ impl Trimmer {
         }
     }
 
-    /// The document for `object`; `None` when it has no uid (not a stored object).
+    /// The document for `object`, with its audit findings; `None` when it has no uid (not
+    /// a stored object).
     pub fn document(
         &self,
         cluster: &str,
         kind: &ObjectType,
         mut object: Value,
         sync_at: OffsetDateTime,
+        audit: &AuditConfig,
     ) -> Option<ResourceDocument> {
         let root = object.as_object_mut()?;
         root.insert("apiVersion".into(), kind.api_version.clone().into());
@@ -74,6 +77,9 @@ impl Trimmer {
                 }
             }
         }
+        // Before the rule's trimming, which may drop what the auditors read.
+        let issues = karpor_audit::audit(&object, audit);
+        let root = object.as_object_mut()?;
         if self.metadata_only {
             root.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
         }
@@ -105,7 +111,7 @@ impl Trimmer {
             sync_at,
             deleted: false,
             object,
-            issues: Vec::new(),
+            issues,
         })
     }
 }
@@ -176,7 +182,7 @@ mod tests {
     #[test]
     fn secret_values_and_applied_configuration_never_reach_the_document() {
         let doc = Trimmer::default()
-            .document("c1", &secret_type(), secret(), NOW)
+            .document("c1", &secret_type(), secret(), NOW, &AuditConfig::default())
             .unwrap();
         let text = serde_json::to_string(&doc).unwrap();
         assert!(!text.contains("aHVudGVyMg"), "{text}");
@@ -193,7 +199,7 @@ mod tests {
     #[test]
     fn fields_come_from_metadata_and_type_from_discovery() {
         let doc = Trimmer::default()
-            .document("c1", &secret_type(), secret(), NOW)
+            .document("c1", &secret_type(), secret(), NOW, &AuditConfig::default())
             .unwrap();
         assert_eq!(
             (
@@ -227,7 +233,9 @@ mod tests {
             kind: "ConfigMap".into(),
         };
         let object = json!({"metadata": {"uid": "u", "name": "n"}, "data": {"k": "v"}});
-        let doc = trimmer.document("c", &kind, object, NOW).unwrap();
+        let doc = trimmer
+            .document("c", &kind, object, NOW, &AuditConfig::default())
+            .unwrap();
         assert_eq!(
             doc.object,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"uid": "u", "name": "n"}})
@@ -249,7 +257,9 @@ mod tests {
             "spec": {"containers": [{"name": "a", "env": [1]}, {"name": "b", "env": [2]}]},
             "status": {"phase": "Running"},
         });
-        let doc = trimmer.document("c", &kind, object, NOW).unwrap();
+        let doc = trimmer
+            .document("c", &kind, object, NOW, &AuditConfig::default())
+            .unwrap();
         assert_eq!(
             doc.object["spec"],
             json!({"containers": [{"name": "a"}, {"name": "b"}]})
@@ -264,7 +274,13 @@ mod tests {
             kind: "Pod".into(),
         };
         assert!(Trimmer::default()
-            .document("c", &kind, json!({"metadata": {"name": "x"}}), NOW)
+            .document(
+                "c",
+                &kind,
+                json!({"metadata": {"name": "x"}}),
+                NOW,
+                &AuditConfig::default()
+            )
             .is_none());
     }
 }

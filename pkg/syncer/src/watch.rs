@@ -92,9 +92,13 @@ impl Watcher {
                 }
                 watcher::Event::InitApply(object) | watcher::Event::Apply(object) => {
                     let Some(document) = serde_json::to_value(object).ok().and_then(|value| {
-                        options
-                            .trimmer
-                            .document(&cluster, &object_type, value, now_millis())
+                        options.trimmer.document(
+                            &cluster,
+                            &object_type,
+                            value,
+                            now_millis(),
+                            &options.audit,
+                        )
                     }) else {
                         continue;
                     };

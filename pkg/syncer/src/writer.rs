@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::AuditSeen;
 use crate::lists::InitialLists;
 use crate::rules::TargetKey;
 use crate::status::ClusterProgress;
@@ -69,6 +70,7 @@ pub fn spawn(
     storage: Arc<dyn Storage>,
     progress: Arc<ClusterProgress>,
     settings: WriterSettings,
+    audit: AuditSeen,
     stop: CancellationToken,
 ) -> (mpsc::Sender<Op>, JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(settings.queue);
@@ -76,6 +78,7 @@ pub fn spawn(
         storage,
         progress,
         settings,
+        audit,
         stop,
         batch: Vec::new(),
         bytes: 0,
@@ -87,6 +90,8 @@ struct Writer {
     storage: Arc<dyn Storage>,
     progress: Arc<ClusterProgress>,
     settings: WriterSettings,
+    /// For the one finding decided here (`pdb-missing`).
+    audit: AuditSeen,
     stop: CancellationToken,
     batch: Vec<ResourceDocument>,
     bytes: usize,
@@ -142,9 +147,16 @@ impl Writer {
         if self.batch.is_empty() {
             return true;
         }
-        let batch = std::mem::take(&mut self.batch);
+        let mut batch = std::mem::take(&mut self.batch);
         self.bytes = 0;
         let storage = self.storage.clone();
+        let config = self.audit.borrow().config.clone();
+        if let Err(e) =
+            crate::pdb::apply(storage.as_ref(), self.progress.name(), &mut batch, &config).await
+        {
+            // The finding waits for the next write of the workload or its budgets.
+            tracing::debug!(cluster = self.progress.name(), error = %e, "cannot read budgets for pdb-missing");
+        }
         let written = self
             .retry("write documents", || storage.upsert(&batch))
             .await;

@@ -67,6 +67,7 @@ impl Harness {
         };
         settings.writer.window = Duration::from_millis(50);
         let mut syncer = Syncer::new(SyncerParts {
+            audit: Default::default(),
             exec: Default::default(),
             metastore: metastore.clone(),
             storage: storage.clone(),

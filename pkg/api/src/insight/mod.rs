@@ -2,6 +2,7 @@
 //! summary (a cluster's capacity and use, a namespace's or a type's counts, one resource),
 //! and one object (`detail`, as the object itself or YAML).
 
+mod audit;
 mod detail;
 mod summary;
 
@@ -23,6 +24,8 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(stats))
         .routes(routes!(summary::summary))
         .routes(routes!(detail::detail))
+        .routes(routes!(audit::audit))
+        .routes(routes!(audit::score))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -1,10 +1,12 @@
 //! karpor's records: what the metadata store keeps. The store adds the version and the
 //! creation and update times; these types are what users write.
 
+mod audit;
 mod cluster;
 mod name;
 mod rules;
 
+pub use audit::AuditPolicy;
 pub use cluster::{Cluster, Kubeconfig, MAX_KUBECONFIG_BYTES};
 pub use name::{validate_name, NameError, NAME_PATTERN};
 pub use rules::{
@@ -20,10 +22,16 @@ pub enum Kind {
     Cluster,
     SyncRule,
     ResourceGroupRule,
+    AuditPolicy,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Cluster, Kind::SyncRule, Kind::ResourceGroupRule];
+    pub const ALL: [Kind; 4] = [
+        Kind::Cluster,
+        Kind::SyncRule,
+        Kind::ResourceGroupRule,
+        Kind::AuditPolicy,
+    ];
 
     /// The stable name used in keys, tables and exports.
     pub fn as_str(self) -> &'static str {
@@ -31,6 +39,7 @@ impl Kind {
             Kind::Cluster => "clusters",
             Kind::SyncRule => "syncrules",
             Kind::ResourceGroupRule => "resourcegrouprules",
+            Kind::AuditPolicy => "auditpolicies",
         }
     }
 

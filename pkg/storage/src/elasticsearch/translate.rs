@@ -63,7 +63,8 @@ fn scalar(field: &Field, value: &Value) -> Json {
         Value::Text(s) => Json::String(s.clone()),
         Value::Time(t) => Json::String(super::rfc3339_text(*t)),
         Value::Bool(b) => Json::Bool(*b),
-        Value::Number(n) => json!(n),
+        // As a double, the score's type: a whole number would not match it everywhere.
+        Value::Number(n) => json!(*n as f64),
     }
 }
 

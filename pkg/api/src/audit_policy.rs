@@ -1,0 +1,213 @@
+//! The audit rules and the policy over them: `GET /audit/rules` (the catalogue, with what
+//! the policy in force makes of each rule), `GET|PUT|DELETE /audit/policy` (a stored
+//! policy replaces the config file's `audit:` section; the syncer re-audits every cluster
+//! on a change, and the answer says how far that has got).
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Query, State};
+use axum::Json;
+use karpor_audit::{AuditConfig, Category};
+use karpor_core::model::AuditPolicy;
+use karpor_metastore::Stored;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::openapi::Errors;
+use crate::AppState;
+
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(rules))
+        .routes(routes!(read, replace, reset))
+}
+
+/// One rule of the catalogue under the policy in force.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleView {
+    pub id: &'static str,
+    /// `security` or `reliability`.
+    pub category: &'static str,
+    /// The catalogue's severity.
+    pub severity: &'static str,
+    /// The policy's: the catalogue's unless overridden; null when the rule is off.
+    pub effective_severity: Option<&'static str>,
+    pub title: &'static str,
+    pub rationale: &'static str,
+    pub remediation: &'static str,
+}
+
+/// The policy in force and where it comes from.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyView {
+    /// `{enabled, disabled: [rule ids], severities: {rule id: High|Medium|Low}}`.
+    #[schema(value_type = Object)]
+    pub config: AuditConfig,
+    /// `stored` (set through this API) or `config` (the config file's `audit:`).
+    pub source: &'static str,
+    /// The stored record's version (for `PUT ?version=`), absent for `config`.
+    pub version: Option<i64>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub updated_at: Option<OffsetDateTime>,
+    /// How far the syncer in this process has re-audited under it; null when the syncer
+    /// runs in another process.
+    pub reaudit: Option<Reaudit>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reaudit {
+    /// Raised by each change the syncer has seen.
+    pub generation: u64,
+    pub clusters: usize,
+    /// Clusters whose every document has been written under this policy.
+    pub audited: usize,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VersionParam {
+    /// Write only if the stored policy is at this version (409 otherwise).
+    pub version: Option<i64>,
+}
+
+async fn stored(state: &AppState) -> Result<Option<Stored<AuditPolicy>>, ApiError> {
+    Ok(state
+        .metastore
+        .get::<AuditPolicy>(AuditPolicy::NAME)
+        .await?)
+}
+
+async fn in_force(state: &AppState) -> Result<PolicyView, ApiError> {
+    let reaudit = state.sync.as_ref().map(|sync| {
+        let progress = sync.audit_progress();
+        Reaudit {
+            generation: progress.generation,
+            clusters: progress.clusters,
+            audited: progress.audited,
+        }
+    });
+    Ok(match stored(state).await? {
+        Some(policy) => PolicyView {
+            config: policy.record.config,
+            source: "stored",
+            version: Some(policy.version),
+            updated_at: Some(policy.updated_at),
+            reaudit,
+        },
+        None => PolicyView {
+            config: (*state.audit).clone(),
+            source: "config",
+            version: None,
+            updated_at: None,
+            reaudit,
+        },
+    })
+}
+
+#[utoipa::path(get, path = "/audit/rules", operation_id = "listAuditRules", tag = "audit",
+    responses((status = 200, body = inline(Envelope<Vec<RuleView>>)), Errors))]
+pub(crate) async fn rules(State(state): State<AppState>) -> ApiResult {
+    let policy = in_force(&state).await?.config;
+    let views: Vec<RuleView> = karpor_audit::rules()
+        .iter()
+        .map(|rule| {
+            let effective = (policy.enabled && !policy.disabled.contains(rule.id)).then(|| {
+                policy
+                    .severities
+                    .get(rule.id)
+                    .copied()
+                    .unwrap_or(rule.severity)
+                    .as_str()
+            });
+            RuleView {
+                id: rule.id,
+                category: match rule.category {
+                    Category::Security => "security",
+                    Category::Reliability => "reliability",
+                },
+                severity: rule.severity.as_str(),
+                effective_severity: effective,
+                title: rule.title,
+                rationale: rule.rationale,
+                remediation: rule.remediation,
+            }
+        })
+        .collect();
+    Ok(Reply::ok(views))
+}
+
+#[utoipa::path(get, path = "/audit/policy", operation_id = "getAuditPolicy", tag = "audit",
+    responses((status = 200, body = inline(Envelope<PolicyView>)), Errors))]
+pub(crate) async fn read(State(state): State<AppState>) -> ApiResult {
+    Ok(Reply::ok(in_force(&state).await?))
+}
+
+/// The policy's body: the `audit:` section's keys.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // for the document only: the handler reads an `AuditConfig`
+pub struct PolicyBody {
+    enabled: Option<bool>,
+    disabled: Option<Vec<String>>,
+    #[schema(value_type = Option<BTreeMap<String, String>>)]
+    severities: Option<BTreeMap<String, String>>,
+}
+
+#[utoipa::path(put, path = "/audit/policy", operation_id = "putAuditPolicy", tag = "audit",
+    params(VersionParam), request_body = PolicyBody,
+    responses((status = 200, body = inline(Envelope<PolicyView>)), Errors))]
+pub(crate) async fn replace(
+    State(state): State<AppState>,
+    Query(params): Query<VersionParam>,
+    Json(config): Json<AuditConfig>,
+) -> ApiResult {
+    config
+        .validate()
+        .map_err(|(key, problem)| ApiError::bad_request(format!("{key}: {problem}")))?;
+    let policy = AuditPolicy {
+        name: AuditPolicy::NAME.to_owned(),
+        config,
+    };
+    let current = stored(&state).await?;
+    match (current, params.version) {
+        (None, Some(version)) => {
+            return Err(ApiError::new(
+                axum::http::StatusCode::CONFLICT,
+                format!("no stored policy at version {version}"),
+            ))
+        }
+        (None, None) => {
+            state.metastore.create(policy).await?;
+        }
+        (Some(current), version) => {
+            state
+                .metastore
+                .update(policy, version.unwrap_or(current.version))
+                .await?;
+        }
+    }
+    tracing::info!("audit policy replaced");
+    Ok(Reply::ok(in_force(&state).await?))
+}
+
+#[utoipa::path(delete, path = "/audit/policy", operation_id = "resetAuditPolicy", tag = "audit",
+    responses((status = 200, body = inline(Envelope<PolicyView>),
+        description = "the config file's policy, in force again"), Errors))]
+pub(crate) async fn reset(State(state): State<AppState>) -> ApiResult {
+    if let Some(current) = stored(&state).await? {
+        state
+            .metastore
+            .delete::<AuditPolicy>(AuditPolicy::NAME, Some(current.version))
+            .await?;
+        tracing::info!("audit policy reset to the config file's");
+    }
+    Ok(Reply::ok(in_force(&state).await?))
+}

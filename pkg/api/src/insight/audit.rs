@@ -1,0 +1,208 @@
+//! `GET /insight/audit` and `/insight/score`, in Karpor's shapes (`AuditData`,
+//! `ScoreData`), answered from the findings the syncer stored with each document: totals
+//! and the score are one aggregate, the groups one term count and a page per rule. Karpor
+//! audits every object on each request instead.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Query as QueryParams, State};
+use karpor_audit::{Severity, SeverityCounts};
+use karpor_search::{Expr, Field, Op, Query, Value};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::registered;
+use crate::envelope::{ApiResult, Envelope, Reply};
+use crate::locator::Locator;
+use crate::openapi::Errors;
+use crate::AppState;
+
+/// The scanner Karpor's clients see in each issue.
+const SCANNER: &str = "karpor";
+/// Resources listed per issue group (the group's `resourceTotal` counts them all).
+const GROUP_RESOURCES: u64 = 100;
+/// More rules than the catalogue has: every rule found is a group.
+const MAX_GROUPS: usize = 256;
+
+/// Karpor's `forceNew`: accepted and needless (findings are kept current by the syncer).
+#[derive(Debug, Deserialize, IntoParams)]
+#[allow(dead_code)] // for the document only
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct AuditParams {
+    #[serde(rename = "forceNew")]
+    #[param(value_type = Option<String>)]
+    pub force_new: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditData {
+    /// Findings in the scope.
+    pub issue_total: u64,
+    /// Audited resources in the scope, clean ones included.
+    pub resource_total: u64,
+    /// Findings by severity (`High`, `Medium`, `Low`), severities with none left out.
+    pub by_severity: BTreeMap<String, u64>,
+    /// One group per rule found: most severe first, then most resources.
+    pub issue_groups: Vec<IssueGroup>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueGroup {
+    pub issue: Issue,
+    /// The first resources with the finding (at most 100).
+    pub resource_groups: Vec<ResourceRef>,
+    /// How many resources have it.
+    pub resource_total: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Issue {
+    pub scanner: &'static str,
+    /// `High`, `Medium` or `Low`, as the policy in force when it was found set it.
+    pub severity: String,
+    /// The rule's title.
+    pub title: String,
+    /// What was found in the first resource listed.
+    pub message: String,
+    /// karpor's: the rule's id and how to fix it.
+    pub rule: String,
+    pub remediation: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceRef {
+    pub cluster: String,
+    pub api_version: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScoreData {
+    /// 0 to 100: the mean of each resource's `100·exp(−0.04·p − 0.06·s)` (p findings,
+    /// s the sum of their weights: Low 1, Medium 2, High 3); 100 with no resources.
+    pub score: f64,
+    pub resource_total: u64,
+    pub issues_total: u64,
+    pub severity_statistic: BTreeMap<String, u64>,
+}
+
+fn by_severity(counts: SeverityCounts) -> BTreeMap<String, u64> {
+    [
+        (Severity::High, counts.high),
+        (Severity::Medium, counts.medium),
+        (Severity::Low, counts.low),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(s, n)| (s.as_str().to_owned(), n))
+    .collect()
+}
+
+async fn scope(state: &AppState, at: &Locator) -> Result<Query, crate::envelope::ApiError> {
+    if let Some(cluster) = at.cluster() {
+        registered(state, cluster).await?;
+    }
+    Ok(at.query(false))
+}
+
+#[utoipa::path(get, path = "/insight/score", operation_id = "insightScore", tag = "insight",
+    params(Locator, AuditParams),
+    responses((status = 200, body = inline(Envelope<ScoreData>)), Errors))]
+pub(crate) async fn score(
+    State(state): State<AppState>,
+    QueryParams(at): QueryParams<Locator>,
+) -> ApiResult {
+    let query = scope(&state, &at).await?;
+    let totals = state.storage.audit_totals(&query).await?;
+    Ok(Reply::ok(ScoreData {
+        score: totals.score(),
+        resource_total: totals.resources,
+        issues_total: totals.findings.total(),
+        severity_statistic: by_severity(totals.findings),
+    }))
+}
+
+#[utoipa::path(get, path = "/insight/audit", operation_id = "insightAudit", tag = "insight",
+    params(Locator, AuditParams),
+    responses((status = 200, body = inline(Envelope<AuditData>)), Errors))]
+pub(crate) async fn audit(
+    State(state): State<AppState>,
+    QueryParams(at): QueryParams<Locator>,
+) -> ApiResult {
+    let query = scope(&state, &at).await?;
+    let totals = state.storage.audit_totals(&query).await?;
+    let mut groups = Vec::new();
+    for bucket in state
+        .storage
+        .terms(&Field::Issue, &query, MAX_GROUPS)
+        .await?
+    {
+        let mut of_rule = query.clone();
+        of_rule.filter = Expr::And(vec![
+            query.filter.clone(),
+            Expr::Compare {
+                field: Field::Issue,
+                op: Op::Eq,
+                value: Value::Text(bucket.key.clone()),
+            },
+        ]);
+        let page = state.storage.search(&of_rule, 0, GROUP_RESOURCES).await?;
+        let Some(finding) = page
+            .items
+            .first()
+            .and_then(|d| d.issues.iter().find(|f| f.rule == bucket.key))
+            .cloned()
+        else {
+            continue;
+        };
+        groups.push(IssueGroup {
+            issue: Issue {
+                scanner: SCANNER,
+                severity: finding.severity.as_str().to_owned(),
+                title: finding.title,
+                message: finding.message,
+                rule: finding.rule,
+                remediation: finding.remediation,
+            },
+            resource_groups: page
+                .items
+                .into_iter()
+                .map(|d| ResourceRef {
+                    cluster: d.cluster,
+                    api_version: d.api_version,
+                    kind: d.kind,
+                    namespace: d.namespace,
+                    name: d.name,
+                })
+                .collect(),
+            resource_total: bucket.count,
+        });
+    }
+    let weight = |g: &IssueGroup| {
+        Severity::ALL
+            .iter()
+            .find(|s| s.as_str() == g.issue.severity)
+            .map_or(0, |s| s.weight())
+    };
+    groups.sort_by(|a, b| {
+        weight(b)
+            .cmp(&weight(a))
+            .then(b.resource_total.cmp(&a.resource_total))
+            .then_with(|| a.issue.rule.cmp(&b.issue.rule))
+    });
+    Ok(Reply::ok(AuditData {
+        issue_total: totals.findings.total(),
+        resource_total: totals.resources,
+        by_severity: by_severity(totals.findings),
+        issue_groups: groups,
+    }))
+}
