@@ -126,15 +126,26 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let (code, out, _) = text(&karpor(&["cluster", "list"], &url, server.dir(), &[]));
     assert_eq!(code, 0);
     assert!(out.lines().nth(1).unwrap().starts_with("test-a"), "{out}");
-    let (code, out, _) = text(&karpor(
-        &["cluster", "list", "--json"],
-        &url,
-        server.dir(),
-        &[],
-    ));
+    // A found ConfigMap says its type is listed, not every type: the state settles after.
+    let listed = |server: &karpor_testkit::process::Karpor| {
+        text(&karpor(
+            &["cluster", "list", "--json"],
+            &url,
+            server.dir(),
+            &[],
+        ))
+    };
+    wait_for(Duration::from_secs(60), "the cluster is synced", || {
+        let (code, out, _) = listed(&server);
+        async move {
+            code == 0
+                && serde_json::from_str::<Value>(&out)
+                    .is_ok_and(|c| c[0]["syncStatus"]["state"] == "synced")
+        }
+    })
+    .await;
+    let (code, out, _) = listed(&server);
     assert_eq!(code, 0);
-    let clusters: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(clusters[0]["syncStatus"]["state"], "synced", "{out}");
     assert!(!out.contains(karpor_testkit::services::APISERVER_TOKEN));
 
     let (code, out, _) = text(&karpor(

@@ -63,10 +63,10 @@ fn pod(i: usize) -> ResourceDocument {
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}},
         "securityContext": {"runAsNonRoot": true, "allowPrivilegeEscalation": false}
     });
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         container["securityContext"] = json!({"privileged": true});
     }
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         container.as_object_mut().unwrap().remove("readinessProbe");
     }
     let object = json!({
@@ -75,7 +75,7 @@ fn pod(i: usize) -> ResourceDocument {
         "spec": {
             "nodeName": format!("node-{}", i % 40),
             "serviceAccountName": "default",
-            "hostNetwork": i % 97 == 0,
+            "hostNetwork": i.is_multiple_of(97),
             "containers": [container]
         },
         "status": {"phase": "Running", "podIP": format!("10.{}.{}.{}", i % 250, (i / 250) % 250, i % 200),

@@ -53,15 +53,15 @@ fn deployment(i: usize) -> Value {
         "ports": [{"containerPort": 8080}],
         "env": [{"name": "MODE", "value": "production"}],
     });
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         container["resources"] = json!({"requests": {"cpu": "100m", "memory": "128Mi"},
                                         "limits": {"cpu": "500m", "memory": "512Mi"}});
         container["readinessProbe"] = json!({"httpGet": {"path": "/readyz", "port": 8080}});
         container["livenessProbe"] = json!({"httpGet": {"path": "/livez", "port": 8080}});
     }
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         container["securityContext"] = json!({"privileged": true});
-    } else if i % 3 == 0 {
+    } else if i.is_multiple_of(3) {
         container["securityContext"] = json!({"runAsNonRoot": true, "allowPrivilegeEscalation": false,
             "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}});
     }
