@@ -565,6 +565,7 @@ fn document(cluster: &str, kind: &str, namespace: &str, name: &str) -> ResourceD
         object: json!({"apiVersion": api_version, "kind": kind,
             "metadata": {"name": name, "namespace": namespace}, "data": {"colour": "teal"}}),
         issues: Vec::new(),
+        refs: Vec::new(),
     }
 }
 

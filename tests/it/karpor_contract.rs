@@ -276,6 +276,7 @@ fn document(kind: &str, namespace: &str, name: &str, object: Value) -> ResourceD
         deleted: false,
         object,
         issues: Vec::new(),
+        refs: Vec::new(),
     }
 }
 

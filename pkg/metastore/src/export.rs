@@ -2,7 +2,7 @@
 //! who switches backend keeps their clusters and rules. Credentials are exported in the
 //! clear (the target may use another key): the file is as secret as a kubeconfig.
 
-use karpor_core::model::{AuditPolicy, Cluster, Record, ResourceGroupRule, SyncRule};
+use karpor_core::model::{AuditPolicy, Cluster, Record, RelationRule, ResourceGroupRule, SyncRule};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -38,6 +38,9 @@ pub struct Export {
     /// Absent from exports made before audit policies existed.
     #[serde(default)]
     pub audit_policies: Vec<ExportedRecord<AuditPolicy>>,
+    /// Absent from exports made before relation rules existed.
+    #[serde(default)]
+    pub relation_rules: Vec<ExportedRecord<RelationRule>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +71,7 @@ impl Metastore {
             sync_rules: self.export_kind().await?,
             resource_group_rules: self.export_kind().await?,
             audit_policies: self.export_kind().await?,
+            relation_rules: self.export_kind().await?,
         })
     }
 
@@ -90,6 +94,7 @@ impl Metastore {
         validate_all(&export.sync_rules)?;
         validate_all(&export.resource_group_rules)?;
         validate_all(&export.audit_policies)?;
+        validate_all(&export.relation_rules)?;
         let mut imported = Imported::default();
         self.import_kind(export.clusters, on_conflict, &mut imported)
             .await?;
@@ -98,6 +103,8 @@ impl Metastore {
         self.import_kind(export.resource_group_rules, on_conflict, &mut imported)
             .await?;
         self.import_kind(export.audit_policies, on_conflict, &mut imported)
+            .await?;
+        self.import_kind(export.relation_rules, on_conflict, &mut imported)
             .await?;
         Ok(imported)
     }

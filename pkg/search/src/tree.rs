@@ -82,6 +82,9 @@ pub enum Field {
     Severity,
     /// The object's audit score, 0 to 100.
     Score,
+    /// One of the keys the object is indexed under for the topology (`owner:UID`,
+    /// `ref:GROUP/KIND/NAMESPACE/NAME`): not a column queries name.
+    Ref,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +115,7 @@ impl Field {
             Field::Issue => "issue".into(),
             Field::Severity => "severity".into(),
             Field::Score => "score".into(),
+            Field::Ref => "ref".into(),
         }
     }
 
@@ -129,7 +133,7 @@ impl Field {
     pub fn sortable(&self) -> bool {
         !matches!(
             self,
-            Field::Label(_) | Field::Annotation(_) | Field::Issue | Field::Severity
+            Field::Label(_) | Field::Annotation(_) | Field::Issue | Field::Severity | Field::Ref
         )
     }
 

@@ -100,6 +100,7 @@ fn pod(i: usize) -> ResourceDocument {
         deleted: false,
         object,
         issues,
+        refs: Vec::new(),
     }
 }
 

@@ -36,6 +36,10 @@ pub struct ResourceDocument {
     /// trimming); empty for a clean object.
     #[serde(default)]
     pub issues: Vec<Finding>,
+    /// The keys the topology finds it under: its owners' uids and what it names
+    /// (`owner:UID`, `ref:GROUP/KIND/NAMESPACE/NAME`, see karpor-topology).
+    #[serde(default)]
+    pub refs: Vec<String>,
 }
 
 impl ResourceDocument {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use karpor_audit::{Finding, Severity};
-use karpor_search::{keyword, parse, Field, Query};
+use karpor_search::{keyword, parse, Expr, Field, Op, Query, Value};
 use karpor_storage::{
     connect, Bucket, ElasticConfig, RefreshPolicy, ResourceDocument, Storage, StorageConfig,
 };
@@ -80,9 +80,27 @@ fn documents() -> Vec<ResourceDocument> {
                     "status": {"phase": if i % 4 == 0 { "Running" } else { "Pending" }}
                 }),
                 issues: findings(i),
+                refs: refs(i),
             }
         })
         .collect()
+}
+
+/// Topology keys of the i-th document: half owned by one of ten owners, a third naming a
+/// config map.
+fn refs(i: usize) -> Vec<String> {
+    let mut keys = Vec::new();
+    if i % 2 == 0 {
+        keys.push(format!("owner:rs-{}", i % 10));
+    }
+    if i % 3 == 0 {
+        keys.push(format!(
+            "ref:/ConfigMap/{}/cm-{}",
+            NAMESPACES[(i / 3) % NAMESPACES.len()],
+            i % 5
+        ));
+    }
+    keys
 }
 
 /// Audit findings of the i-th document: a third privileged with an untagged image (twice,
@@ -380,6 +398,67 @@ async fn term_aggregations_agree() {
     for b in &backends {
         assert!(b.storage.terms(&Field::Uid, &all, 10).await.is_err());
         assert!(b.storage.terms(&Field::SyncAt, &all, 10).await.is_err());
+    }
+}
+
+#[tokio::test]
+async fn reference_keys_find_the_documents_that_hold_them() {
+    let backends = loaded().await;
+    let docs = documents();
+    let query = |expr: Expr| Query {
+        filter: Expr::And(vec![
+            expr,
+            Expr::Compare {
+                field: Field::Deleted,
+                op: Op::Eq,
+                value: Value::Bool(false),
+            },
+        ]),
+        order_by: Vec::new(),
+        limit: None,
+        offset: None,
+    };
+    let key = |k: &str| Value::Text(k.to_owned());
+    let cases = [
+        (
+            query(Expr::Compare {
+                field: Field::Ref,
+                op: Op::Eq,
+                value: key("owner:rs-4"),
+            }),
+            vec!["owner:rs-4"],
+        ),
+        (
+            query(Expr::In {
+                field: Field::Ref,
+                values: vec![key("ref:/ConfigMap/web/cm-0"), key("owner:rs-2")],
+                negated: false,
+            }),
+            vec!["ref:/ConfigMap/web/cm-0", "owner:rs-2"],
+        ),
+    ];
+    for (query, keys) in cases {
+        let mut expected: Vec<String> = docs
+            .iter()
+            .filter(|d| !d.deleted && d.refs.iter().any(|r| keys.contains(&r.as_str())))
+            .map(|d| d.id())
+            .collect();
+        expected.sort();
+        assert!(!expected.is_empty(), "{keys:?}");
+        for b in &backends {
+            let (total, ids) = answer(b.storage.as_ref(), &query).await;
+            assert_eq!(
+                (total as usize, ids),
+                (expected.len(), expected.clone()),
+                "{}: {keys:?}",
+                b.name
+            );
+        }
+    }
+    // The keys come back with the document.
+    for b in &backends {
+        let stored = b.storage.get("alpha", "uid-0000").await.unwrap().unwrap();
+        assert_eq!(stored.refs, docs[0].refs, "{}", b.name);
     }
 }
 

@@ -28,6 +28,7 @@ fn document(i: usize) -> ResourceDocument {
         deleted: false,
         object: serde_json::json!({"data": {"key": format!("value {i}")}}),
         issues: Vec::new(),
+        refs: Vec::new(),
     }
 }
 

@@ -16,9 +16,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::AuditSeen;
 use crate::lists::InitialLists;
 use crate::outage::Recoveries;
+use crate::policy::PolicySeen;
 use crate::rules::{resolve, Discovered, Target, TargetKey};
 use crate::status::{ClusterProgress, SyncState};
 use crate::watch::{now_millis, Watcher};
@@ -73,7 +73,7 @@ pub struct ClusterRun {
     pub settings: SyncSettings,
     pub recoveries: Recoveries,
     /// The audit policy; a change relists every resource type.
-    pub audit: AuditSeen,
+    pub policy: PolicySeen,
 }
 
 struct Running {
@@ -97,12 +97,12 @@ impl ClusterRun {
             self.storage.clone(),
             self.progress.clone(),
             self.settings.writer,
-            self.audit.clone(),
+            self.policy.clone(),
             writer_stop.clone(),
         );
         let lists = Arc::new(InitialLists::new(self.progress.clone()));
         let mut running: HashMap<TargetKey, Running> = HashMap::new();
-        let mut audit = self.audit.clone();
+        let mut policy = self.policy.clone();
         let mut retry = Duration::from_secs(1);
         // A relist after a storage outage is owed no first list: the cluster stays synced.
         let mut relisting = false;
@@ -113,9 +113,9 @@ impl ClusterRun {
             };
             let wait = match discovered {
                 Ok(found) => {
-                    let policy = audit.borrow_and_update().clone();
-                    lists.generation(policy.generation);
-                    let targets = resolve(&self.rules, &found, &policy.config);
+                    let current = policy.borrow_and_update().clone();
+                    lists.generation(current.generation);
+                    let targets = resolve(&self.rules, &found, &current.ingest);
                     let owed = !std::mem::take(&mut relisting);
                     self.apply(targets, &mut running, &client, &writer, &lists, owed)
                         .await;
@@ -136,10 +136,10 @@ impl ClusterRun {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(wait) => {}
-                Ok(()) = audit.changed() => {
+                Ok(()) = policy.changed() => {
                     // Stopped first: a watcher with other options would otherwise look
                     // like a type no longer selected, and its documents be purged.
-                    tracing::info!(cluster = name, "relisting every resource type under the new audit policy");
+                    tracing::info!(cluster = name, "relisting every resource type under the new audit policy or relation rules");
                     stop_all(&mut running).await;
                     relisting = true;
                 }

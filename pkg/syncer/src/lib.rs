@@ -4,7 +4,6 @@
 //! objects are trimmed and written in batches by one writer per cluster, with
 //! backpressure. Nothing holds a copy of a cluster's objects in memory.
 
-mod audit;
 mod check;
 mod cluster;
 mod config;
@@ -12,6 +11,7 @@ mod lists;
 mod metrics;
 mod outage;
 mod pdb;
+mod policy;
 mod reason;
 mod rules;
 mod status;

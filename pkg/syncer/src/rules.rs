@@ -7,8 +7,8 @@ use std::sync::Arc;
 use karpor_core::model::{Cluster, ClusterSelector, ResourceSelector, SyncRule, Transform};
 use kube::discovery::{verbs, ApiCapabilities, ApiResource, Scope};
 
+use crate::policy::Ingest;
 use crate::transform::{ObjectType, Trimmer};
-use karpor_audit::AuditConfig;
 
 /// The rule used when the metadata store holds none: the workload, network and config
 /// objects people search for, and the disruption budgets `pdb-missing` reads. Events are
@@ -104,9 +104,9 @@ pub struct WatchOptions {
     pub field_selector: Option<String>,
     pub trimmer: Trimmer,
     pub keep_after_delete: bool,
-    /// The audit policy the watcher's documents are audited with: a new policy is a new
-    /// watcher (a relist).
-    pub audit: Arc<AuditConfig>,
+    /// The audit policy and relation rules the watcher's documents are written with: a
+    /// new policy is a new watcher (a relist).
+    pub ingest: Arc<Ingest>,
 }
 
 /// One watcher: a resource type, in one namespace or all.
@@ -157,11 +157,7 @@ pub struct Discovered {
 
 /// The watchers `rules` ask for among `discovered`. A resource type selected by several
 /// rules is watched by the first in name order only.
-pub fn resolve(
-    rules: &[SyncRule],
-    discovered: &[Discovered],
-    audit: &Arc<AuditConfig>,
-) -> Vec<Target> {
+pub fn resolve(rules: &[SyncRule], discovered: &[Discovered], ingest: &Arc<Ingest>) -> Vec<Target> {
     let mut claimed = HashSet::new();
     let mut targets = Vec::new();
     for rule in rules {
@@ -171,7 +167,7 @@ pub fn resolve(
             field_selector: rule.field_selector.clone().filter(|s| !s.is_empty()),
             trimmer: Trimmer::new(&rule.transform),
             keep_after_delete: rule.keep_after_delete,
-            audit: audit.clone(),
+            ingest: ingest.clone(),
         });
         for d in discovered {
             let watchable = d.capabilities.supports_operation(verbs::LIST)
@@ -218,8 +214,8 @@ mod tests {
     use super::*;
     use karpor_core::model::Kubeconfig;
 
-    fn audit() -> Arc<AuditConfig> {
-        Arc::new(AuditConfig::default())
+    fn audit() -> Arc<Ingest> {
+        Arc::new(Ingest::default())
     }
 
     fn discovered(group: &str, version: &str, kind: &str, plural: &str, ns: bool) -> Discovered {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use karpor_audit::AuditConfig;
-use karpor_core::model::{AuditPolicy, Cluster, Kind, SyncRule};
+use karpor_core::model::{AuditPolicy, Cluster, Kind, RelationRule, SyncRule};
 use karpor_health::{HealthChecker, Membership};
 use karpor_kube::ExecSettings;
 use karpor_metastore::{Metastore, StoreError};
@@ -19,10 +19,10 @@ use karpor_search::Field;
 use karpor_storage::Storage;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::AuditPolicyState;
 use crate::check::{cluster_check, ClusterCheck};
 use crate::cluster::{ClusterRun, ClusterSync};
 use crate::outage::{self, Recoveries};
+use crate::policy::{Ingest, IngestPolicy};
 use crate::rules::rules_for;
 use crate::status::SyncStatus;
 use crate::SyncSettings;
@@ -50,7 +50,7 @@ struct State {
     /// Storage was checked for clusters nobody registers (removed while we were down).
     swept: bool,
     recoveries: Recoveries,
-    audit: tokio::sync::watch::Sender<AuditPolicyState>,
+    policy: tokio::sync::watch::Sender<IngestPolicy>,
 }
 
 impl Supervisor {
@@ -64,9 +64,12 @@ impl Supervisor {
                 self.settings.storage_probe,
                 stop.clone(),
             ),
-            audit: tokio::sync::watch::Sender::new(AuditPolicyState {
+            policy: tokio::sync::watch::Sender::new(IngestPolicy {
                 generation: 1,
-                config: self.audit.clone(),
+                ingest: Arc::new(Ingest {
+                    audit: (*self.audit).clone(),
+                    relations: karpor_topology::in_force(&[]),
+                }),
             }),
         };
         self.status.set_audit_generation(1);
@@ -104,7 +107,7 @@ impl Supervisor {
                     Some(Ok(change))
                         if matches!(
                             change.kind,
-                            Kind::Cluster | Kind::SyncRule | Kind::AuditPolicy
+                            Kind::Cluster | Kind::SyncRule | Kind::AuditPolicy | Kind::RelationRule
                         ) =>
                     {
                         // A burst of writes (an import, say) is one reconcile.
@@ -129,7 +132,7 @@ impl Supervisor {
             .into_iter()
             .map(|s| s.record)
             .collect();
-        self.follow_audit_policy(state).await?;
+        self.follow_ingest_policy(state).await?;
         let mut wanted: BTreeMap<String, (Cluster, Vec<SyncRule>, u64)> = BTreeMap::new();
         for stored in clusters {
             let cluster = stored.record;
@@ -184,7 +187,7 @@ impl Supervisor {
                 exec: self.exec.clone(),
                 settings: self.settings,
                 recoveries: state.recoveries.clone(),
-                audit: state.audit.subscribe(),
+                policy: state.policy.subscribe(),
             });
             state.running.insert(name, Running { fingerprint, sync });
         }
@@ -195,30 +198,42 @@ impl Supervisor {
         Ok(())
     }
 
-    /// The stored audit policy, or the config file's: a change reaches every cluster
-    /// sync, which relists under it.
-    async fn follow_audit_policy(&self, state: &mut State) -> Result<(), StoreError> {
+    /// The stored audit policy (or the config file's) and the relation rules in force: a
+    /// change reaches every cluster sync, which relists under it.
+    async fn follow_ingest_policy(&self, state: &mut State) -> Result<(), StoreError> {
         let stored = self
             .metastore
             .list_all::<AuditPolicy>()
             .await?
             .into_iter()
             .find(|p| p.record.name == AuditPolicy::NAME);
-        let config = match stored {
-            Some(policy) => Arc::new(policy.record.config),
-            None => self.audit.clone(),
+        let audit = match stored {
+            Some(policy) => policy.record.config,
+            None => (*self.audit).clone(),
         };
-        let current = state.audit.borrow().clone();
-        if *current.config != *config {
+        let relations: Vec<RelationRule> = self
+            .metastore
+            .list_all::<RelationRule>()
+            .await?
+            .into_iter()
+            .map(|r| r.record)
+            .collect();
+        let ingest = Ingest {
+            audit,
+            relations: karpor_topology::in_force(&relations),
+        };
+        let current = state.policy.borrow().clone();
+        if *current.ingest != ingest {
             let generation = current.generation + 1;
             tracing::info!(
                 generation,
-                "audit policy changed; re-auditing every cluster"
+                "audit policy or relation rules changed; relisting every cluster"
             );
             self.status.set_audit_generation(generation);
-            state
-                .audit
-                .send_replace(AuditPolicyState { generation, config });
+            state.policy.send_replace(IngestPolicy {
+                generation,
+                ingest: Arc::new(ingest),
+            });
         }
         Ok(())
     }

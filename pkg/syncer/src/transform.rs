@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use karpor_audit::AuditConfig;
+use crate::policy::Ingest;
+use karpor_core::model::KindRef;
 use karpor_core::model::{Transform, TransformMode};
 use karpor_storage::ResourceDocument;
 use serde_json::{Map, Value};
@@ -56,7 +57,7 @@ impl Trimmer {
         kind: &ObjectType,
         mut object: Value,
         sync_at: OffsetDateTime,
-        audit: &AuditConfig,
+        ingest: &Ingest,
     ) -> Option<ResourceDocument> {
         let root = object.as_object_mut()?;
         root.insert("apiVersion".into(), kind.api_version.clone().into());
@@ -77,8 +78,16 @@ impl Trimmer {
                 }
             }
         }
-        // Before the rule's trimming, which may drop what the auditors read.
-        let issues = karpor_audit::audit(&object, audit);
+        // Before the rule's trimming, which may drop what the auditors and the relation
+        // rules read.
+        let issues = karpor_audit::audit(&object, &ingest.audit);
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        let refs = karpor_topology::reference_keys(
+            &object,
+            &KindRef::of(&kind.api_version, &kind.kind),
+            namespace,
+            &ingest.relations,
+        );
         let root = object.as_object_mut()?;
         if self.metadata_only {
             root.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
@@ -112,6 +121,7 @@ impl Trimmer {
             deleted: false,
             object,
             issues,
+            refs,
         })
     }
 }
@@ -182,7 +192,7 @@ mod tests {
     #[test]
     fn secret_values_and_applied_configuration_never_reach_the_document() {
         let doc = Trimmer::default()
-            .document("c1", &secret_type(), secret(), NOW, &AuditConfig::default())
+            .document("c1", &secret_type(), secret(), NOW, &Ingest::default())
             .unwrap();
         let text = serde_json::to_string(&doc).unwrap();
         assert!(!text.contains("aHVudGVyMg"), "{text}");
@@ -199,7 +209,7 @@ mod tests {
     #[test]
     fn fields_come_from_metadata_and_type_from_discovery() {
         let doc = Trimmer::default()
-            .document("c1", &secret_type(), secret(), NOW, &AuditConfig::default())
+            .document("c1", &secret_type(), secret(), NOW, &Ingest::default())
             .unwrap();
         assert_eq!(
             (
@@ -234,7 +244,7 @@ mod tests {
         };
         let object = json!({"metadata": {"uid": "u", "name": "n"}, "data": {"k": "v"}});
         let doc = trimmer
-            .document("c", &kind, object, NOW, &AuditConfig::default())
+            .document("c", &kind, object, NOW, &Ingest::default())
             .unwrap();
         assert_eq!(
             doc.object,
@@ -258,7 +268,7 @@ mod tests {
             "status": {"phase": "Running"},
         });
         let doc = trimmer
-            .document("c", &kind, object, NOW, &AuditConfig::default())
+            .document("c", &kind, object, NOW, &Ingest::default())
             .unwrap();
         assert_eq!(
             doc.object["spec"],
@@ -279,7 +289,7 @@ mod tests {
                 &kind,
                 json!({"metadata": {"name": "x"}}),
                 NOW,
-                &AuditConfig::default()
+                &Ingest::default()
             )
             .is_none());
     }

@@ -97,7 +97,7 @@ impl Watcher {
                             &object_type,
                             value,
                             now_millis(),
-                            &options.audit,
+                            &options.ingest,
                         )
                     }) else {
                         continue;

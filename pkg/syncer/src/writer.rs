@@ -15,8 +15,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::AuditSeen;
 use crate::lists::InitialLists;
+use crate::policy::PolicySeen;
 use crate::rules::TargetKey;
 use crate::status::ClusterProgress;
 
@@ -70,7 +70,7 @@ pub fn spawn(
     storage: Arc<dyn Storage>,
     progress: Arc<ClusterProgress>,
     settings: WriterSettings,
-    audit: AuditSeen,
+    policy: PolicySeen,
     stop: CancellationToken,
 ) -> (mpsc::Sender<Op>, JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(settings.queue);
@@ -78,7 +78,7 @@ pub fn spawn(
         storage,
         progress,
         settings,
-        audit,
+        policy,
         stop,
         batch: Vec::new(),
         bytes: 0,
@@ -91,7 +91,7 @@ struct Writer {
     progress: Arc<ClusterProgress>,
     settings: WriterSettings,
     /// For the one finding decided here (`pdb-missing`).
-    audit: AuditSeen,
+    policy: PolicySeen,
     stop: CancellationToken,
     batch: Vec<ResourceDocument>,
     bytes: usize,
@@ -150,9 +150,14 @@ impl Writer {
         let mut batch = std::mem::take(&mut self.batch);
         self.bytes = 0;
         let storage = self.storage.clone();
-        let config = self.audit.borrow().config.clone();
-        if let Err(e) =
-            crate::pdb::apply(storage.as_ref(), self.progress.name(), &mut batch, &config).await
+        let ingest = self.policy.borrow().ingest.clone();
+        if let Err(e) = crate::pdb::apply(
+            storage.as_ref(),
+            self.progress.name(),
+            &mut batch,
+            &ingest.audit,
+        )
+        .await
         {
             // The finding waits for the next write of the workload or its budgets.
             tracing::debug!(cluster = self.progress.name(), error = %e, "cannot read budgets for pdb-missing");

@@ -4,11 +4,13 @@
 mod audit;
 mod cluster;
 mod name;
+mod relations;
 mod rules;
 
 pub use audit::AuditPolicy;
 pub use cluster::{Cluster, Kubeconfig, MAX_KUBECONFIG_BYTES};
 pub use name::{validate_name, NameError, NAME_PATTERN};
+pub use relations::{validate_path, KindRef, Relation, RelationRule};
 pub use rules::{
     ClusterSelector, ResourceGroupRule, ResourceSelector, SyncRule, Transform, TransformMode,
 };
@@ -23,14 +25,16 @@ pub enum Kind {
     SyncRule,
     ResourceGroupRule,
     AuditPolicy,
+    RelationRule,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 5] = [
         Kind::Cluster,
         Kind::SyncRule,
         Kind::ResourceGroupRule,
         Kind::AuditPolicy,
+        Kind::RelationRule,
     ];
 
     /// The stable name used in keys, tables and exports.
@@ -40,6 +44,7 @@ impl Kind {
             Kind::SyncRule => "syncrules",
             Kind::ResourceGroupRule => "resourcegrouprules",
             Kind::AuditPolicy => "auditpolicies",
+            Kind::RelationRule => "relationrules",
         }
     }
 

@@ -125,6 +125,7 @@ fn source(d: &ResourceDocument) -> Json {
         "issuesMedium": counts.medium,
         "issuesHigh": counts.high,
         "score": d.score(),
+        "refs": d.refs.iter().collect::<std::collections::BTreeSet<_>>(),
         "document": d,
     })
 }
@@ -151,6 +152,7 @@ fn mapping() -> Json {
             "issueRules": keyword, "issueSeverities": keyword,
             "issuesLow": long, "issuesMedium": long, "issuesHigh": long,
             "score": {"type": "double"},
+            "refs": keyword,
             "document": {"type": "object", "enabled": false}
         }}
     })

@@ -53,6 +53,7 @@ pub(crate) fn sort_field(field: &Field) -> &'static str {
         // Arrays of each finding's rule and severity: aggregated, never sorted by.
         Field::Issue => "issueRules",
         Field::Severity => "issueSeverities",
+        Field::Ref => "refs",
         Field::Label(_) | Field::Annotation(_) => unreachable!("maps are not sort keys"),
     }
 }

@@ -54,6 +54,12 @@ fn issue_pairs(d: &ResourceDocument) -> serde_json::Value {
     serde_json::json!(pairs)
 }
 
+/// A document's reference keys, once each.
+fn ref_keys(d: &ResourceDocument) -> serde_json::Value {
+    let keys: std::collections::BTreeSet<&str> = d.refs.iter().map(String::as_str).collect();
+    serde_json::json!(keys)
+}
+
 fn decode(doc: &str) -> Result<ResourceDocument, StorageError> {
     serde_json::from_str(doc).map_err(|e| StorageError::Corrupt(e.to_string()))
 }
@@ -92,6 +98,7 @@ impl SqliteStorage {
             ("resource_labels", "doc"),
             ("resource_annotations", "doc"),
             ("resource_issues", "doc"),
+            ("resource_refs", "doc"),
         ] {
             sqlx::query_with(
                 AssertSqlSafe(format!(
@@ -209,6 +216,7 @@ impl ResourceStorage for SqliteStorage {
                 rows(&|d| serde_json::json!(d.annotations)),
             ),
             ("resource_issues", rows(&|d| issue_pairs(d))),
+            ("resource_refs", rows(&|d| ref_keys(d))),
         ] {
             // The table names are the constants above.
             sqlx::query(AssertSqlSafe(format!(
@@ -218,15 +226,24 @@ impl ResourceStorage for SqliteStorage {
             .execute(&mut *tx)
             .await
             .map_err(from_sqlx)?;
-            sqlx::query(AssertSqlSafe(format!(
-                "INSERT INTO {table} (doc, key, value) \
-                 SELECT d.value ->> 0, p.key, p.value \
+            // Pairs come as JSON objects; the reference keys as a JSON array.
+            let insert = if table == "resource_refs" {
+                "INSERT INTO resource_refs (doc, key) \
+                 SELECT d.value ->> 0, p.value \
                  FROM json_each(?) d, json_each(d.value -> 1) p"
-            )))
-            .bind(pairs)
-            .execute(&mut *tx)
-            .await
-            .map_err(from_sqlx)?;
+                    .to_owned()
+            } else {
+                format!(
+                    "INSERT INTO {table} (doc, key, value) \
+                     SELECT d.value ->> 0, p.key, p.value \
+                     FROM json_each(?) d, json_each(d.value -> 1) p"
+                )
+            };
+            sqlx::query(AssertSqlSafe(insert))
+                .bind(pairs)
+                .execute(&mut *tx)
+                .await
+                .map_err(from_sqlx)?;
         }
         for (table, column, text) in [
             (
@@ -510,6 +527,7 @@ mod tests {
             deleted: false,
             object: serde_json::json!({}),
             issues: Vec::new(),
+            refs: Vec::new(),
         }
     }
 

@@ -54,6 +54,7 @@ fn target(field: &Field) -> Target {
         Field::Issue => Target::Set("resource_issues", "p.key"),
         Field::Severity => Target::Set("resource_issues", "p.value"),
         Field::Score => Target::Column("r.score", false),
+        Field::Ref => Target::Set("resource_refs", "p.key"),
     }
 }
 

@@ -1,0 +1,156 @@
+//! The keys a document is indexed under, so storage answers "who owns or names this
+//! object" by lookup: `owner:UID` for each owner reference, and
+//! `ref:GROUP/KIND/NAMESPACE/NAME` for each object a reference rule finds named in it.
+
+use std::collections::BTreeSet;
+
+use karpor_core::model::{KindRef, Relation, RelationRule};
+use serde_json::Value;
+
+use crate::path;
+
+/// Most keys one object is indexed under: bounds what a hostile object can make storage
+/// index.
+const MAX_KEYS: usize = 500;
+
+/// An object a reference names.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Target {
+    pub kind: KindRef,
+    /// Empty for a cluster-scoped kind.
+    pub namespace: String,
+    pub name: String,
+}
+
+pub fn owner_key(uid: &str) -> String {
+    format!("owner:{uid}")
+}
+
+pub fn reference_key(kind: &KindRef, namespace: &str, name: &str) -> String {
+    format!("ref:{}/{}/{namespace}/{name}", kind.group, kind.kind)
+}
+
+/// What a reference rule finds named in `object` (in `namespace`); nothing for other
+/// relations.
+pub fn references(rule: &RelationRule, object: &Value, namespace: &str) -> Vec<Target> {
+    let Relation::Reference {
+        path: at,
+        name,
+        namespace: namespace_path,
+        kind,
+    } = &rule.relation
+    else {
+        return Vec::new();
+    };
+    let mut found = BTreeSet::new();
+    for value in path::values(object, at) {
+        let target_name = if name.is_empty() {
+            value.as_str()
+        } else {
+            path::text(value, name)
+        };
+        let Some(target_name) = target_name.filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        if !kind.is_empty() && path::text(value, kind) != Some(rule.child.kind.as_str()) {
+            continue;
+        }
+        let target_namespace = if rule.child_cluster_scoped {
+            String::new()
+        } else if namespace_path.is_empty() {
+            namespace.to_owned()
+        } else {
+            path::text(value, namespace_path)
+                .unwrap_or(namespace)
+                .to_owned()
+        };
+        found.insert(Target {
+            kind: rule.child.clone(),
+            namespace: target_namespace,
+            name: target_name.to_owned(),
+        });
+    }
+    found.into_iter().collect()
+}
+
+/// Every key `object` (of `kind`, in `namespace`) is indexed under, with `rules` in force.
+pub fn reference_keys(
+    object: &Value,
+    kind: &KindRef,
+    namespace: &str,
+    rules: &[RelationRule],
+) -> Vec<String> {
+    let mut keys = BTreeSet::new();
+    for owner in path::values(object, "metadata.ownerReferences[*].uid") {
+        if let Some(uid) = owner.as_str() {
+            keys.insert(owner_key(uid));
+        }
+    }
+    for rule in rules.iter().filter(|r| r.parent == *kind) {
+        for target in references(rule, object, namespace) {
+            keys.insert(reference_key(&target.kind, &target.namespace, &target.name));
+        }
+    }
+    keys.into_iter().take(MAX_KEYS).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtin_rules;
+    use serde_json::json;
+
+    #[test]
+    fn a_pod_is_indexed_under_its_owner_and_what_it_names() {
+        let pod = json!({
+            "metadata": {"name": "web-1", "namespace": "shop",
+                         "ownerReferences": [{"uid": "rs-uid", "kind": "ReplicaSet"}]},
+            "spec": {
+                "nodeName": "node-1",
+                "serviceAccountName": "web",
+                "volumes": [{"configMap": {"name": "settings"}},
+                            {"secret": {"secretName": "tls"}},
+                            {"persistentVolumeClaim": {"claimName": "data"}}],
+                "containers": [{"envFrom": [{"configMapRef": {"name": "env"}}],
+                                "env": [{"valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}}]}],
+                "imagePullSecrets": [{"name": "registry"}]
+            }
+        });
+        let keys = reference_keys(&pod, &KindRef::new("", "Pod"), "shop", &builtin_rules());
+        let want = [
+            "owner:rs-uid",
+            "ref:/ConfigMap/shop/env",
+            "ref:/ConfigMap/shop/settings",
+            "ref:/Node//node-1",
+            "ref:/PersistentVolumeClaim/shop/data",
+            "ref:/Secret/shop/db",
+            "ref:/Secret/shop/registry",
+            "ref:/Secret/shop/tls",
+            "ref:/ServiceAccount/shop/web",
+        ];
+        assert_eq!(keys, want);
+    }
+
+    #[test]
+    fn a_kind_condition_and_a_namespace_path_are_honoured() {
+        let binding = json!({
+            "metadata": {"name": "b", "namespace": "shop"},
+            "roleRef": {"kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "web", "namespace": "other"},
+                         {"kind": "User", "name": "alice"}]
+        });
+        let keys = reference_keys(
+            &binding,
+            &KindRef::new("rbac.authorization.k8s.io", "RoleBinding"),
+            "shop",
+            &builtin_rules(),
+        );
+        assert_eq!(
+            keys,
+            [
+                "ref:/ServiceAccount/other/web",
+                "ref:rbac.authorization.k8s.io/ClusterRole//view"
+            ]
+        );
+    }
+}
