@@ -90,10 +90,10 @@ fn documents() -> Vec<ResourceDocument> {
 /// config map.
 fn refs(i: usize) -> Vec<String> {
     let mut keys = Vec::new();
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         keys.push(format!("owner:rs-{}", i % 10));
     }
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         keys.push(format!(
             "ref:/ConfigMap/{}/cm-{}",
             NAMESPACES[(i / 3) % NAMESPACES.len()],
