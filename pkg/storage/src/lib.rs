@@ -135,7 +135,8 @@ pub trait SearchStorage: Send + Sync + 'static {
 
     /// The `size` most frequent values of `field` among the matches of `filter`, most
     /// frequent first, ties by value (see [`aggregatable`]). For `issue` and `severity`,
-    /// each document counts once per rule or severity it has.
+    /// each document counts once per rule or severity it has; for `ref`, once per owner
+    /// kind ([`COUNTED_REFS`]).
     async fn terms(
         &self,
         field: &Field,
@@ -162,8 +163,13 @@ pub fn aggregatable(field: &Field) -> bool {
             | Field::Annotation(_)
             | Field::Issue
             | Field::Severity
+            | Field::Ref
     )
 }
+
+/// What `terms` of `ref` counts: owner kinds (`owner-kind:GROUP/KIND`) only, the keys a
+/// graph of kinds needs; the others (one an owner or a name) are not worth counting.
+pub const COUNTED_REFS: &str = "owner-kind:";
 
 /// Why a field cannot be counted by, for both backends.
 pub(crate) fn not_aggregatable(field: &Field) -> StorageError {

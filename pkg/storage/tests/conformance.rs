@@ -92,6 +92,10 @@ fn refs(i: usize) -> Vec<String> {
     let mut keys = Vec::new();
     if i.is_multiple_of(2) {
         keys.push(format!("owner:rs-{}", i % 10));
+        keys.push(format!(
+            "owner-kind:apps/{}",
+            ["ReplicaSet", "StatefulSet"][i % 4 / 2]
+        ));
     }
     if i.is_multiple_of(3) {
         keys.push(format!(
@@ -386,6 +390,7 @@ async fn term_aggregations_agree() {
         (Field::Label("app.kubernetes.io/name".into()), &all),
         (Field::Issue, &all),
         (Field::Severity, &pods),
+        (Field::Ref, &all),
     ] {
         let reference: Vec<Bucket> = backends[0].storage.terms(&field, query, 10).await.unwrap();
         assert!(!reference.is_empty());
@@ -454,6 +459,18 @@ async fn reference_keys_find_the_documents_that_hold_them() {
                 b.name
             );
         }
+    }
+    // Terms of `ref` count owner kinds only.
+    let all = parse("select * from resources").unwrap();
+    for b in &backends {
+        let buckets = b.storage.terms(&Field::Ref, &all, 10).await.unwrap();
+        let keys: Vec<&str> = buckets.iter().map(|k| k.key.as_str()).collect();
+        assert_eq!(keys.len(), 2, "{}: {keys:?}", b.name);
+        assert!(
+            keys.iter().all(|k| k.starts_with("owner-kind:apps/")),
+            "{}: {keys:?}",
+            b.name
+        );
     }
     // The keys come back with the document.
     for b in &backends {

@@ -1,6 +1,7 @@
 //! The keys a document is indexed under, so storage answers "who owns or names this
-//! object" by lookup: `owner:UID` for each owner reference, and
-//! `ref:GROUP/KIND/NAMESPACE/NAME` for each object a reference rule finds named in it.
+//! object" by lookup: `owner:UID` for each owner reference (and `owner-kind:GROUP/KIND`,
+//! so a graph of kinds knows who owns what), and `ref:GROUP/KIND/NAMESPACE/NAME` for each
+//! object a reference rule finds named in it.
 
 use std::collections::BTreeSet;
 
@@ -24,6 +25,27 @@ pub struct Target {
 
 pub fn owner_key(uid: &str) -> String {
     format!("owner:{uid}")
+}
+
+/// The key of an owner's kind.
+pub fn owner_kind_key(kind: &KindRef) -> String {
+    format!("{OWNER_KIND}{}/{}", kind.group, kind.kind)
+}
+
+/// What an owner-kind key starts with.
+pub const OWNER_KIND: &str = "owner-kind:";
+
+/// The target a `ref:` key names.
+pub fn parse_reference_key(key: &str) -> Option<Target> {
+    let rest = key.strip_prefix("ref:")?;
+    let mut parts = rest.splitn(4, '/');
+    let (group, kind, namespace, name) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    Some(Target {
+        kind: KindRef::new(group, kind),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    })
 }
 
 pub fn reference_key(kind: &KindRef, namespace: &str, name: &str) -> String {
@@ -81,9 +103,14 @@ pub fn reference_keys(
     rules: &[RelationRule],
 ) -> Vec<String> {
     let mut keys = BTreeSet::new();
-    for owner in path::values(object, "metadata.ownerReferences[*].uid") {
-        if let Some(uid) = owner.as_str() {
+    for owner in path::values(object, "metadata.ownerReferences[*]") {
+        if let Some(uid) = owner["uid"].as_str() {
             keys.insert(owner_key(uid));
+        }
+        if let (Some(api_version), Some(kind)) =
+            (owner["apiVersion"].as_str(), owner["kind"].as_str())
+        {
+            keys.insert(owner_kind_key(&KindRef::of(api_version, kind)));
         }
     }
     for rule in rules.iter().filter(|r| r.parent == *kind) {
@@ -104,7 +131,7 @@ mod tests {
     fn a_pod_is_indexed_under_its_owner_and_what_it_names() {
         let pod = json!({
             "metadata": {"name": "web-1", "namespace": "shop",
-                         "ownerReferences": [{"uid": "rs-uid", "kind": "ReplicaSet"}]},
+                         "ownerReferences": [{"uid": "rs-uid", "apiVersion": "apps/v1", "kind": "ReplicaSet"}]},
             "spec": {
                 "nodeName": "node-1",
                 "serviceAccountName": "web",
@@ -118,6 +145,7 @@ mod tests {
         });
         let keys = reference_keys(&pod, &KindRef::new("", "Pod"), "shop", &builtin_rules());
         let want = [
+            "owner-kind:apps/ReplicaSet",
             "owner:rs-uid",
             "ref:/ConfigMap/shop/env",
             "ref:/ConfigMap/shop/settings",
@@ -129,6 +157,20 @@ mod tests {
             "ref:/ServiceAccount/shop/web",
         ];
         assert_eq!(keys, want);
+    }
+
+    #[test]
+    fn reference_keys_read_back() {
+        let key = reference_key(&KindRef::new("", "Node"), "", "node-1");
+        assert_eq!(
+            parse_reference_key(&key),
+            Some(Target {
+                kind: KindRef::new("", "Node"),
+                namespace: String::new(),
+                name: "node-1".into()
+            })
+        );
+        assert_eq!(parse_reference_key("owner:x"), None);
     }
 
     #[test]

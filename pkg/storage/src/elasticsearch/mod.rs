@@ -126,6 +126,7 @@ fn source(d: &ResourceDocument) -> Json {
         "issuesHigh": counts.high,
         "score": d.score(),
         "refs": d.refs.iter().collect::<std::collections::BTreeSet<_>>(),
+        "ownerKinds": d.refs.iter().filter(|r| r.starts_with(crate::COUNTED_REFS)).collect::<std::collections::BTreeSet<_>>(),
         "document": d,
     })
 }
@@ -152,7 +153,7 @@ fn mapping() -> Json {
             "issueRules": keyword, "issueSeverities": keyword,
             "issuesLow": long, "issuesMedium": long, "issuesHigh": long,
             "score": {"type": "double"},
-            "refs": keyword,
+            "refs": keyword, "ownerKinds": keyword,
             "document": {"type": "object", "enabled": false}
         }}
     })
@@ -581,18 +582,20 @@ impl SearchStorage for ElasticStorage {
             Field::Annotation(key) => ("annotationPairs", Some(format!("{key}=")), MAP_PAIRS),
             other => (translate::sort_field(other), None, size),
         };
+
         let mut filter = translate::filter(&query.filter);
         if let Some(prefix) = &prefix {
             filter = json!({"bool": {"filter": [filter, {"prefix": {aggregated: prefix}}]}});
         }
+        let terms = json!({
+            "field": aggregated,
+            "size": wanted,
+            "order": [{"_count": "desc"}, {"_key": "asc"}]
+        });
         let body = json!({
             "size": 0,
             "query": filter,
-            "aggs": {"terms": {"terms": {
-                "field": aggregated,
-                "size": wanted,
-                "order": [{"_count": "desc"}, {"_key": "asc"}]
-            }}}
+            "aggs": {"terms": {"terms": terms}}
         });
         let answer = self.search_request(body, "terms").await?;
         let buckets = answer["aggregations"]["terms"]["buckets"]

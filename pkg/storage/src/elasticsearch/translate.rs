@@ -31,6 +31,7 @@ fn target(field: &Field) -> Target {
             key: key.clone(),
         },
         Field::Kind => Target::Column("kind.lower"),
+        Field::Ref => Target::Column("refs"),
         other => Target::Column(sort_field(other)),
     }
 }
@@ -53,7 +54,8 @@ pub(crate) fn sort_field(field: &Field) -> &'static str {
         // Arrays of each finding's rule and severity: aggregated, never sorted by.
         Field::Issue => "issueRules",
         Field::Severity => "issueSeverities",
-        Field::Ref => "refs",
+        // What terms of `ref` count: the owner kinds, a field of their own.
+        Field::Ref => "ownerKinds",
         Field::Label(_) | Field::Annotation(_) => unreachable!("maps are not sort keys"),
     }
 }

@@ -54,6 +54,15 @@ fn issue_pairs(d: &ResourceDocument) -> serde_json::Value {
     serde_json::json!(pairs)
 }
 
+/// The first text after every text that starts with `prefix`.
+fn prefix_end(prefix: &str) -> String {
+    let mut end = prefix.to_owned();
+    if let Some(last) = end.pop() {
+        end.push(char::from_u32(last as u32 + 1).unwrap_or(char::MAX));
+    }
+    end
+}
+
 /// A document's reference keys, once each.
 fn ref_keys(d: &ResourceDocument) -> serde_json::Value {
     let keys: std::collections::BTreeSet<&str> = d.refs.iter().map(String::as_str).collect();
@@ -456,6 +465,22 @@ impl SearchStorage for SqliteStorage {
                     sql.text
                 );
                 let mut params = vec![Param::Text(key.clone())];
+                params.extend(sql.params);
+                (statement, params)
+            }
+            Field::Ref => {
+                // The bounds of the prefix: an index range of `resource_refs_key`.
+                let statement = format!(
+                    "SELECT p.key AS k, count(*) AS c FROM resources r \
+                     JOIN resource_refs p ON p.doc = r.rowid \
+                     WHERE p.key >= ? AND p.key < ? AND ({}) \
+                     GROUP BY p.key ORDER BY c DESC, k ASC LIMIT ?",
+                    sql.text
+                );
+                let mut params = vec![
+                    Param::Text(crate::COUNTED_REFS.to_owned()),
+                    Param::Text(prefix_end(crate::COUNTED_REFS)),
+                ];
                 params.extend(sql.params);
                 (statement, params)
             }
