@@ -17,5 +17,6 @@ mod smoke;
 mod split_deployment;
 mod syncer_e2e;
 mod test_services;
+mod topology;
 mod ui_browser;
 mod upstream;

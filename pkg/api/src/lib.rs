@@ -16,6 +16,7 @@ mod params;
 mod resource_groups;
 mod search;
 mod server_info;
+mod topology;
 
 use std::sync::Arc;
 
@@ -75,6 +76,7 @@ fn handlers() -> OpenApiRouter<AppState> {
         .merge(resource_groups::routes())
         .merge(server_info::routes())
         .merge(audit_policy::routes())
+        .merge(topology::routes())
         .merge(ai::routes())
 }
 

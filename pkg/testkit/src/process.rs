@@ -267,16 +267,32 @@ pub fn flat_kubeconfig(path: &str) -> String {
 /// Registers clusters (name, kubeconfig text) as an operator restores them: `karpor
 /// metadata import` run in `dir` with `config`.
 pub fn import_clusters(dir: &Path, config: &str, clusters: &[(&str, &str)]) {
+    import(dir, config, clusters, serde_json::json!([]));
+}
+
+/// `karpor metadata import` of `clusters` (name, kubeconfig) and `sync_rules` (records as
+/// JSON) into the store `config` names, run in `dir`.
+pub fn import(dir: &Path, config: &str, clusters: &[(&str, &str)], sync_rules: serde_json::Value) {
+    let times = |record: serde_json::Value| {
+        serde_json::json!({"record": record,
+            "createdAt": "2026-11-29T00:00:00Z", "updatedAt": "2026-11-29T00:00:00Z"})
+    };
     let clusters: Vec<serde_json::Value> = clusters
         .iter()
         .map(|(name, kubeconfig)| {
-            serde_json::json!({"record": {"name": name, "kubeconfig": kubeconfig},
-                "createdAt": "2026-11-29T00:00:00Z", "updatedAt": "2026-11-29T00:00:00Z"})
+            times(serde_json::json!({"name": name, "kubeconfig": kubeconfig}))
         })
+        .collect();
+    let rules: Vec<serde_json::Value> = sync_rules
+        .as_array()
+        .into_iter()
+        .flatten()
+        .cloned()
+        .map(times)
         .collect();
     let export = serde_json::json!({
         "format": "karpor-metadata/v1",
-        "clusters": clusters, "syncRules": [], "resourceGroupRules": []
+        "clusters": clusters, "syncRules": rules, "resourceGroupRules": []
     });
     std::fs::write(dir.join("import.json"), export.to_string()).unwrap();
     std::fs::write(dir.join("karpor-import.yaml"), config).unwrap();

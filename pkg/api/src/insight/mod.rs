@@ -52,7 +52,7 @@ pub(crate) async fn stats(State(state): State<AppState>) -> ApiResult {
 
 /// The one document a locator names (kind and name required); deleted ones too, newest
 /// first, as Karpor falls back to what storage kept.
-async fn one(state: &AppState, at: &Locator) -> Result<ResourceDocument, ApiError> {
+pub(crate) async fn one(state: &AppState, at: &Locator) -> Result<ResourceDocument, ApiError> {
     if at.kind().is_none() || at.name().is_none() || at.cluster().is_none() {
         return Err(ApiError::bad_request(
             "a resource needs cluster, kind and name",
@@ -91,7 +91,7 @@ async fn every(
 }
 
 /// Whether the cluster is registered (a 404 otherwise).
-async fn registered(state: &AppState, cluster: &str) -> Result<(), ApiError> {
+pub(crate) async fn registered(state: &AppState, cluster: &str) -> Result<(), ApiError> {
     match state.metastore.get::<Cluster>(cluster).await? {
         Some(_) => Ok(()),
         None => Err(ApiError::not_found(format!(

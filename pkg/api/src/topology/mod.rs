@@ -1,0 +1,137 @@
+//! The topology, from storage: `GET /insight/topology` in Karpor's shapes (a resource's
+//! graph, hops out in both directions; a namespace's or a cluster's graph of kinds with
+//! counts), and the relation rules behind it (`/relation-rules`, `/relation-rule/{name}`).
+//! Karpor lists the related kinds from the member cluster on every request; here each
+//! step is an index lookup (owner uids and reference keys are indexed at ingest).
+
+mod kinds;
+mod resource;
+mod rules;
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Query as QueryParams, State};
+use karpor_core::model::RelationRule;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::envelope::{ApiError, ApiResult, Reply};
+use crate::locator::{Locator, Scope};
+use crate::openapi::Errors;
+use crate::AppState;
+
+pub(crate) use resource::graph as resource_graph;
+
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(topology))
+        .merge(rules::routes())
+}
+
+/// Most hops a resource's graph goes out.
+const MAX_HOPS: usize = 5;
+/// Hops when none are asked for.
+const DEFAULT_HOPS: usize = 2;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyParams {
+    /// A resource's graph: how many hops out, up its parents and down its children (1 to
+    /// 5, default 2).
+    pub hops: Option<String>,
+    /// Karpor's: accepted and needless (the graph is read from storage each time).
+    #[serde(rename = "forceNew")]
+    #[param(value_type = Option<String>)]
+    #[allow(dead_code)] // for the document only
+    pub force_new: Option<String>,
+}
+
+/// Karpor's `ResourceGroup` as topology answers it.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceGroup {
+    pub cluster: String,
+    pub api_version: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+}
+
+/// One object of a resource's graph (Karpor's `ResourceTopology`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceNode {
+    pub resource_group: ResourceGroup,
+    /// Node ids (`GROUP/VERSION.KIND:NAMESPACE.NAME`) of what owns, selects or names it.
+    pub parents: Vec<String>,
+    /// Node ids of what it owns, selects or names.
+    pub children: Vec<String>,
+}
+
+/// One kind of a namespace's or a cluster's graph (Karpor's `ClusterTopology`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KindNode {
+    pub resource_group: ResourceGroup,
+    pub count: u64,
+    /// Other kinds' ids (`GROUP.VERSION.KIND`) and whether each is a `parent` or a `child`.
+    pub relationship: BTreeMap<String, String>,
+}
+
+/// The relation rules in force: the built-in ones, replaced or added to by stored ones.
+pub(crate) async fn rules_in_force(state: &AppState) -> Result<Vec<RelationRule>, ApiError> {
+    let stored: Vec<RelationRule> = state
+        .metastore
+        .list_all::<RelationRule>()
+        .await?
+        .into_iter()
+        .map(|s| s.record)
+        .collect();
+    Ok(karpor_topology::in_force(&stored))
+}
+
+#[utoipa::path(get, path = "/insight/topology", operation_id = "insightTopology", tag = "insight",
+    params(Locator, TopologyParams),
+    responses((status = 200, body = inline(Envelope<Object>),
+        description = "by cluster name: a resource's graph (`{nodeId: ResourceNode}`), or a namespace's or a cluster's graph of kinds (`{kindId: KindNode}`)"),
+        Errors))]
+pub(crate) async fn topology(
+    State(state): State<AppState>,
+    QueryParams(at): QueryParams<Locator>,
+    QueryParams(params): QueryParams<TopologyParams>,
+) -> ApiResult {
+    let Some(cluster) = at.cluster() else {
+        return Err(ApiError::bad_request(
+            "a topology is of one cluster: give cluster",
+        ));
+    };
+    crate::insight::registered(&state, cluster).await?;
+    let rules = rules_in_force(&state).await?;
+    let cluster = cluster.to_owned();
+    match at.scope() {
+        Scope::Resource | Scope::NonNamespacedResource => {
+            let hops = params
+                .hops
+                .as_deref()
+                .and_then(|h| h.trim().parse().ok())
+                .unwrap_or(DEFAULT_HOPS)
+                .clamp(1, MAX_HOPS);
+            let root = crate::insight::one(&state, &at).await?;
+            let graph = resource_graph(state.storage.as_ref(), &rules, root, hops).await?;
+            Ok(Reply::ok(BTreeMap::from([(cluster, graph.nodes())])))
+        }
+        Scope::Cluster | Scope::Namespace => {
+            let graph =
+                kinds::graph(state.storage.as_ref(), &rules, &cluster, at.namespace()).await?;
+            Ok(Reply::ok(BTreeMap::from([(cluster, graph)])))
+        }
+        _ => Err(ApiError::bad_request(
+            "a topology is of a resource (apiVersion, kind, name), a namespace or a cluster",
+        )),
+    }
+}

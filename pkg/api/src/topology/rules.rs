@@ -1,0 +1,212 @@
+//! The relation rules: `GET /relation-rules` (the rules in force, built-in ones marked, and
+//! disabled stored ones), `GET|POST|PUT|DELETE /relation-rule/{name}`. A stored rule named
+//! as a built-in one replaces it (`enabled: false` turns it off); deleting it brings the
+//! built-in one back. Writes are versioned (`PUT ?version=` compare-and-swap) and make
+//! every syncer re-index what it stores.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use karpor_core::model::{KindRef, Record, Relation, RelationRule};
+use karpor_metastore::Stored;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::openapi::{Errors, NamePath};
+use crate::AppState;
+
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(read, create, replace, remove))
+}
+
+/// A rule as the API answers it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleView {
+    /// `{name, description, enabled, parent: {group, kind}, child: {group, kind},
+    /// childClusterScoped, relation: {type: ownerReference|selector|reference, ...}}`.
+    #[schema(value_type = Object)]
+    #[serde(flatten)]
+    pub rule: RelationRule,
+    /// Karpor knows it without being told (a stored rule of its name replaces it).
+    pub built_in: bool,
+    /// Stored through this API (then with its version and times).
+    pub stored: bool,
+    pub version: Option<i64>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub updated_at: Option<OffsetDateTime>,
+}
+
+/// A rule's body: as the rule, with the name optional (the path's).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleBody {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    #[schema(value_type = Object)]
+    pub parent: KindRef,
+    #[schema(value_type = Object)]
+    pub child: KindRef,
+    #[serde(default)]
+    pub child_cluster_scoped: bool,
+    #[schema(value_type = Object)]
+    pub relation: Relation,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VersionParam {
+    /// Write only if the stored rule is at this version (409 otherwise).
+    pub version: Option<i64>,
+}
+
+fn is_built_in(name: &str) -> bool {
+    karpor_topology::builtin_rules()
+        .iter()
+        .any(|r| r.name == name)
+}
+
+fn view(rule: RelationRule, stored: Option<&Stored<RelationRule>>) -> RuleView {
+    RuleView {
+        built_in: is_built_in(&rule.name),
+        stored: stored.is_some(),
+        version: stored.map(|s| s.version),
+        updated_at: stored.map(|s| s.updated_at),
+        rule,
+    }
+}
+
+fn record(name: String, body: RuleBody) -> Result<RelationRule, ApiError> {
+    if let Some(named) = &body.name {
+        if *named != name {
+            return Err(ApiError::bad_request(format!(
+                "name {named:?} in the body is not the path's {name:?}"
+            )));
+        }
+    }
+    let rule = RelationRule {
+        name,
+        description: body.description,
+        enabled: body.enabled,
+        parent: body.parent,
+        child: body.child,
+        child_cluster_scoped: body.child_cluster_scoped,
+        relation: body.relation,
+    };
+    rule.validate().map_err(ApiError::bad_request)?;
+    Ok(rule)
+}
+
+#[utoipa::path(get, path = "/relation-rules", operation_id = "listRelationRules", tag = "topology",
+    responses((status = 200, body = inline(Envelope<Vec<RuleView>>)), Errors))]
+pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
+    let stored = state.metastore.list_all::<RelationRule>().await?;
+    let mut views: Vec<RuleView> = karpor_topology::builtin_rules()
+        .into_iter()
+        .map(|b| match stored.iter().find(|s| s.record.name == b.name) {
+            Some(s) => view(s.record.clone(), Some(s)),
+            None => view(b, None),
+        })
+        .collect();
+    for s in &stored {
+        if !is_built_in(&s.record.name) {
+            views.push(view(s.record.clone(), Some(s)));
+        }
+    }
+    Ok(Reply::ok(views))
+}
+
+#[utoipa::path(get, path = "/relation-rule/{name}", operation_id = "getRelationRule", tag = "topology",
+    params(NamePath), responses((status = 200, body = inline(Envelope<RuleView>)), Errors))]
+pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    if let Some(stored) = state.metastore.get::<RelationRule>(&name).await? {
+        return Ok(Reply::ok(view(stored.record.clone(), Some(&stored))));
+    }
+    match karpor_topology::builtin_rules()
+        .into_iter()
+        .find(|r| r.name == name)
+    {
+        Some(rule) => Ok(Reply::ok(view(rule, None))),
+        None => Err(ApiError::not_found(format!(
+            "relation rule {name:?} not found"
+        ))),
+    }
+}
+
+#[utoipa::path(post, path = "/relation-rule/{name}", operation_id = "createRelationRule", tag = "topology",
+    params(NamePath), request_body = RuleBody,
+    responses((status = 201, body = inline(Envelope<RuleView>)), Errors))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(body): Json<RuleBody>,
+) -> ApiResult {
+    let stored = state.metastore.create(record(name, body)?).await?;
+    tracing::info!(rule = stored.record.name, "relation rule created");
+    Ok(Reply::created(view(stored.record.clone(), Some(&stored))))
+}
+
+#[utoipa::path(put, path = "/relation-rule/{name}", operation_id = "putRelationRule", tag = "topology",
+    params(NamePath, VersionParam), request_body = RuleBody,
+    responses((status = 200, body = inline(Envelope<RuleView>),
+        description = "created or replaced (kubectl-apply style); `version` makes it a compare-and-swap"),
+        Errors))]
+pub(crate) async fn replace(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<VersionParam>,
+    Json(body): Json<RuleBody>,
+) -> ApiResult {
+    let rule = record(name, body)?;
+    let current = state.metastore.get::<RelationRule>(&rule.name).await?;
+    let stored = match (current, params.version) {
+        (None, Some(version)) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "no stored relation rule {:?} at version {version}",
+                    rule.name
+                ),
+            ))
+        }
+        (None, None) => state.metastore.create(rule).await?,
+        (Some(current), version) => {
+            state
+                .metastore
+                .update(rule, version.unwrap_or(current.version))
+                .await?
+        }
+    };
+    tracing::info!(rule = stored.record.name, "relation rule written");
+    Ok(Reply::ok(view(stored.record.clone(), Some(&stored))))
+}
+
+#[utoipa::path(delete, path = "/relation-rule/{name}", operation_id = "deleteRelationRule", tag = "topology",
+    params(NamePath), responses((status = 200, body = inline(Envelope<String>)), Errors))]
+pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    let Some(current) = state.metastore.get::<RelationRule>(&name).await? else {
+        return Err(ApiError::not_found(format!(
+            "no stored relation rule {name:?}"
+        )));
+    };
+    state
+        .metastore
+        .delete::<RelationRule>(&name, Some(current.version))
+        .await?;
+    tracing::info!(rule = name, "relation rule deleted");
+    Ok(Reply::ok("RelationRule deleted"))
+}
