@@ -4,7 +4,8 @@
 //! `positive_data_acceptance` check is left out: a schema-valid string is not valid SQL or
 //! a valid kubeconfig, and those are refused with 400 as documented. The `ai` routes are
 //! left out too: without a model service they answer a fixed 503 or one `error` event, as
-//! Karpor does (the contract test checks those answers).
+//! Karpor does (the contract test checks those answers); so is the event stream (it lasts
+//! minutes; the topology test reads it).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -41,7 +42,7 @@ fn schemathesis_finds_no_server_error_and_no_answer_contradicting_the_document()
         ])
         // One worker: with more, hypothesis's shared lambda-source cache can raise inside
         // schemathesis (a KeyError in its own code, not a finding about the API).
-        .args(["--exclude-tag", "ai"])
+        .args(["--exclude-tag", "ai", "--exclude-tag", "stream"])
         .args(["--max-examples", "40", "--workers", "1", "--no-color"])
         .env("SCHEMATHESIS_TELEMETRY", "false")
         .env("HOME", karpor.dir())
@@ -51,7 +52,7 @@ fn schemathesis_finds_no_server_error_and_no_answer_contradicting_the_document()
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("26 selected / 30 total"), "{stdout}");
+    assert!(stdout.contains("33 selected / 38 total"), "{stdout}");
     assert!(stdout.contains(" passed"), "{stdout}");
     // Every phase ran, the stateful one along the document's links (create, then read,
     // update, delete the created record).

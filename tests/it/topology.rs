@@ -341,6 +341,99 @@ async fn related(config: &str) {
     })
     .await;
 
+    // Events, live from the cluster: an event about the Pod, as `kubectl create event`
+    // would make it.
+    kube.create(
+        &resource("", "v1", "Event", "events"),
+        Some(&ns),
+        json!({"metadata": {"name": "web-1.probe"},
+               "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "web-1", "namespace": ns},
+               "reason": "TopologyProbe", "message": "seen by the topology test", "type": "Warning",
+               "count": 2, "firstTimestamp": "2026-11-30T10:00:00Z", "lastTimestamp": "2026-11-30T10:05:00Z"}),
+    )
+    .await;
+    let (code, events) = api
+        .call(
+            "GET",
+            &format!("/rest-api/v1/insight/events?cluster={CLUSTER}&apiVersion=v1&kind=Pod&namespace={ns}&name=web-1"),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{events}");
+    let reasons: Vec<&str> = events["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(reasons, ["TopologyProbe"], "{events}");
+    let (code, none) = api
+        .call(
+            "GET",
+            &format!("/rest-api/v1/insight/events?cluster={CLUSTER}&apiVersion=v1&kind=Pod&namespace={ns}&name=other"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (code, none["data"].as_array().map(Vec::len)),
+        (200, Some(0))
+    );
+    // Karpor's stream of the same events.
+    let stream = api
+        .request(
+            reqwest::Method::GET,
+            &format!(
+                "/rest-api/v1/insight/aggregator/event/{CLUSTER}/{ns}/web-1?kind=Pod&apiVersion=v1"
+            ),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(stream.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let mut stream = stream;
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), stream.chunk())
+            .await
+            .expect("a frame within 10 s")
+            .unwrap()
+            .expect("the stream goes on");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let frame = text.lines().find_map(|l| l.strip_prefix("data:")).unwrap();
+    let frame: Value = serde_json::from_str(frame.trim()).unwrap();
+    assert_eq!(frame[0]["reason"], "TopologyProbe", "{frame}");
+    assert_eq!(frame[0]["count"], 2, "{frame}");
+
+    // Live and stored detail; a Secret's values in neither.
+    let detail = |name: &str, kind: &str, live: bool| {
+        let path = format!(
+            "/rest-api/v1/insight/detail?cluster={CLUSTER}&apiVersion=v1&kind={kind}&namespace={ns}&name={name}&live={live}"
+        );
+        let api = &api;
+        async move { api.call("GET", &path, None).await }
+    };
+    for live in [true, false] {
+        let (code, secret) = detail("creds", "Secret", live).await;
+        assert_eq!(code, 200, "{secret}");
+        assert_eq!(secret["data"]["data"], "[redacted]", "{secret}");
+        assert_eq!(
+            secret["data"]["karpor"]["source"],
+            if live { "live" } else { "stored" }
+        );
+        assert!(!secret.to_string().contains("topology-secret-value"));
+        assert!(
+            !secret.to_string().contains("dG9wb2xvZ3ktc2VjcmV0LXZhbHVl"),
+            "base64 of it"
+        );
+    }
+    let (code, gone) = detail("nothing-here", "ConfigMap", true).await;
+    assert_eq!(code, 404, "{gone}");
+
     // The namespace's graph of kinds.
     let (code, kinds) = api
         .call(

@@ -9,6 +9,7 @@ mod clusters;
 mod config;
 mod envelope;
 mod insight;
+mod live;
 pub mod local_token;
 mod locator;
 mod openapi;
@@ -77,6 +78,7 @@ fn handlers() -> OpenApiRouter<AppState> {
         .merge(server_info::routes())
         .merge(audit_policy::routes())
         .merge(topology::routes())
+        .merge(live::routes())
         .merge(ai::routes())
 }
 

@@ -1,0 +1,272 @@
+//! Reads from a member cluster now, for what storage does not keep: events (`GET
+//! /insight/events`, and Karpor's event stream for one object) and an object as it is
+//! (`/insight/detail?live=true`). A client is built from the cluster's stored kubeconfig
+//! for each request, with bounded timeouts; a cluster that does not answer is a 503.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query as QueryParams, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use k8s_openapi::api::core::v1::Event;
+use karpor_core::model::Cluster;
+use karpor_kube::Timeouts;
+use kube::api::{Api, ListParams};
+use kube::Client;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::envelope::{ApiError, ApiResult, Reply, Unenveloped};
+use crate::locator::{Locator, Scope};
+use crate::openapi::Errors;
+use crate::AppState;
+
+const TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(5),
+    read: Some(Duration::from_secs(10)),
+};
+/// Most events answered (newest first).
+const MAX_EVENTS: usize = 500;
+/// How often the event stream looks again, as Karpor's does.
+const STREAM_EVERY: Duration = Duration::from_secs(5);
+/// How long one event stream lasts before the client must open another.
+const STREAM_FOR: Duration = Duration::from_secs(600);
+
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(events))
+        .routes(routes!(event_stream))
+}
+
+/// A client for a registered cluster.
+pub(crate) async fn client(state: &AppState, cluster: &str) -> Result<Client, ApiError> {
+    let Some(record) = state.metastore.get::<Cluster>(cluster).await? else {
+        return Err(ApiError::not_found(format!(
+            "cluster {cluster:?} not found"
+        )));
+    };
+    karpor_kube::connect(&record.record.kubeconfig.0, &state.exec, TIMEOUTS)
+        .await
+        .map(|c| c.client)
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("cannot reach cluster {cluster:?}: {e}"),
+            )
+        })
+}
+
+fn unreachable(cluster: &str, e: &kube::Error) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "cluster {cluster:?} did not answer: {}",
+            karpor_kube::describe(e)
+        ),
+    )
+}
+
+/// When an event last happened: `lastTimestamp`, else `eventTime`, else its creation.
+fn last_seen(e: &Event) -> String {
+    e.last_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .or_else(|| e.event_time.as_ref().map(|t| t.0.to_string()))
+        .or_else(|| {
+            e.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// The events of what `at` locates, newest first.
+async fn list_events(client: Client, at: &Locator, cluster: &str) -> Result<Vec<Event>, ApiError> {
+    let mut selectors = Vec::new();
+    let namespace = match at.scope() {
+        Scope::Resource | Scope::NonNamespacedResource => {
+            selectors.push(format!(
+                "involvedObject.name={}",
+                at.name().unwrap_or_default()
+            ));
+            selectors.push(format!(
+                "involvedObject.kind={}",
+                at.kind().unwrap_or_default()
+            ));
+            at.namespace()
+        }
+        Scope::Gvk | Scope::ClusterGvkNamespace => {
+            selectors.push(format!(
+                "involvedObject.kind={}",
+                at.kind().unwrap_or_default()
+            ));
+            at.namespace()
+        }
+        Scope::Namespace => at.namespace(),
+        Scope::Cluster => None,
+        Scope::Custom => {
+            return Err(ApiError::bad_request(
+                "events are of a resource, a kind, a namespace or a cluster",
+            ))
+        }
+    };
+    let api: Api<Event> = match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let params = ListParams::default().fields(&selectors.join(","));
+    let mut events = api
+        .list(&params)
+        .await
+        .map_err(|e| unreachable(cluster, &e))?
+        .items;
+    // The selector cannot say the API group: the kind's version is checked here.
+    if let Some(api_version) = at.api_version() {
+        events.retain(|e| {
+            e.involved_object
+                .api_version
+                .as_deref()
+                .is_none_or(|v| v == api_version)
+        });
+    }
+    events.sort_by_key(|e| std::cmp::Reverse(last_seen(e)));
+    events.truncate(MAX_EVENTS);
+    Ok(events)
+}
+
+#[utoipa::path(get, path = "/insight/events", operation_id = "insightEvents", tag = "insight",
+    params(Locator),
+    responses((status = 200, body = inline(Envelope<Vec<Object>>),
+        description = "the cluster's Event objects (core/v1) about what the locator names, newest first, 500 at most"),
+        Errors))]
+pub(crate) async fn events(
+    State(state): State<AppState>,
+    QueryParams(at): QueryParams<Locator>,
+) -> ApiResult {
+    let Some(cluster) = at.cluster().map(str::to_owned) else {
+        return Err(ApiError::bad_request(
+            "events are of one cluster: give cluster",
+        ));
+    };
+    let client = client(&state, &cluster).await?;
+    Ok(Reply::ok(list_events(client, &at, &cluster).await?))
+}
+
+/// Karpor's event of the stream.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamedEvent {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub reason: String,
+    pub message: String,
+    pub count: i32,
+    pub last_timestamp: String,
+    pub first_timestamp: String,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamParams {
+    pub kind: Option<String>,
+    pub api_version: Option<String>,
+    /// `Normal` or `Warning`: only those.
+    #[serde(rename = "type")]
+    pub event_type: Option<String>,
+}
+
+fn streamed(e: &Event) -> StreamedEvent {
+    StreamedEvent {
+        kind: e.type_.clone().unwrap_or_default(),
+        reason: e.reason.clone().unwrap_or_default(),
+        message: e.message.clone().unwrap_or_default(),
+        count: e.count.unwrap_or(1),
+        last_timestamp: last_seen(e),
+        first_timestamp: e
+            .first_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// Every 5 s, the object's events (newest first) as one `data:` frame, as Karpor's
+/// stream; an error is an in-band `Warning` event, as Karpor's. Ends after 10 minutes.
+#[utoipa::path(get, path = "/insight/aggregator/event/{cluster}/{namespace}/{name}",
+    operation_id = "streamEvents", tag = "stream",
+    params(("cluster" = String, Path), ("namespace" = String, Path), ("name" = String, Path), StreamParams),
+    responses((status = 200, description = "server-sent events: `data: [Event]` every 5 s",
+        body = String, content_type = "text/event-stream"), Errors))]
+pub(crate) async fn event_stream(
+    State(state): State<AppState>,
+    Path((cluster, namespace, name)): Path<(String, String, String)>,
+    QueryParams(params): QueryParams<StreamParams>,
+) -> Response {
+    let at = Locator {
+        cluster: Some(cluster.clone()),
+        api_version: params.api_version.clone(),
+        kind: params.kind.clone(),
+        namespace: Some(namespace),
+        name: Some(name),
+        ..Locator::default()
+    };
+    let wanted = params.event_type;
+    let frames = frames(state, at, cluster, wanted);
+    let mut response = Sse::new(frames)
+        .keep_alive(KeepAlive::default())
+        .into_response();
+    response.extensions_mut().insert(Unenveloped);
+    response
+}
+
+fn frames(
+    state: AppState,
+    at: Locator,
+    cluster: String,
+    wanted: Option<String>,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let state = Arc::new(state);
+    let started = tokio::time::Instant::now();
+    futures::stream::unfold(true, move |first| {
+        let (state, at, cluster, wanted) =
+            (state.clone(), at.clone(), cluster.clone(), wanted.clone());
+        async move {
+            if !first {
+                tokio::time::sleep(STREAM_EVERY).await;
+            }
+            if started.elapsed() > STREAM_FOR {
+                return None;
+            }
+            let result = match client(&state, &cluster).await {
+                Ok(client) => list_events(client, &at, &cluster).await,
+                Err(e) => Err(e),
+            };
+            let frame: Value = match result {
+                Ok(events) => serde_json::to_value(
+                    events
+                        .iter()
+                        .filter(|e| {
+                            wanted
+                                .as_deref()
+                                .is_none_or(|w| e.type_.as_deref() == Some(w))
+                        })
+                        .map(streamed)
+                        .collect::<Vec<_>>(),
+                )
+                .unwrap_or_default(),
+                Err(e) => serde_json::json!([{"type": "Warning", "reason": "Error",
+                    "message": e.message, "count": 1, "lastTimestamp": "", "firstTimestamp": ""}]),
+            };
+            Some((Ok(SseEvent::default().data(frame.to_string())), false))
+        }
+    })
+}
