@@ -43,6 +43,9 @@ pub enum Command {
     /// Audit findings and score of a running server's resources: everything, a cluster,
     /// or a namespace (`CLUSTER/NAMESPACE`).
     Audit(AuditArgs),
+    /// One object as kubectl describe shows it: key fields, relations, audit findings and
+    /// recent events.
+    Describe(DescribeArgs),
     /// Print a shell completion script (`source <(karpor completion bash)`).
     Completion {
         /// The shell.
@@ -213,6 +216,17 @@ pub struct SearchArgs {
     /// Results per page (1 to 1000).
     #[arg(long, default_value_t = 20)]
     pub page_size: u64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// `CLUSTER/KIND/NAME`, or `CLUSTER/KIND/NAMESPACE/NAME` (`prod/pod/shop/web-1`).
+    pub target: String,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// `yaml` or `json`: the object itself.
     #[command(flatten)]
     pub output: OutputArgs,
 }

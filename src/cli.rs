@@ -40,6 +40,10 @@ pub fn run() -> ExitCode {
             Ok(rt) => rt.block_on(client::search::run(&args)),
             Err(code) => code,
         },
+        Command::Describe(args) => match runtime() {
+            Ok(rt) => rt.block_on(client::describe::run(&args)),
+            Err(code) => code,
+        },
         Command::Audit(args) => match runtime() {
             Ok(rt) => rt.block_on(client::audit::run(&args)),
             Err(code) => code,

@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod cluster;
+pub mod describe;
 mod output;
 pub mod search;
 

@@ -434,6 +434,51 @@ async fn related(config: &str) {
     let (code, gone) = detail("nothing-here", "ConfigMap", true).await;
     assert_eq!(code, 404, "{gone}");
 
+    // `karpor describe`: key fields, relations, findings, events.
+    let describe = |args: &[&str]| {
+        crate::cli::text(&crate::cli::karpor(
+            args,
+            &karpor.url(""),
+            karpor.dir(),
+            &[],
+        ))
+    };
+    let target = format!("{CLUSTER}/pod/{ns}/web-1");
+    let (code, out, err) = describe(&["describe", &target]);
+    assert_eq!(code, 0, "{err}");
+    let field = |label: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{label}:")))
+            .map(|l| l[label.len() + 1..].trim().to_owned())
+            .unwrap_or_default()
+    };
+    assert_eq!(field("Name"), "web-1", "{out}");
+    assert_eq!(field("Namespace"), ns, "{out}");
+    assert_eq!(field("Kind"), "Pod (v1)", "{out}");
+    assert_eq!(field("Controlled By"), "ReplicaSet/web-rs", "{out}");
+    assert_eq!(
+        field("  Parents"),
+        "Service/web, ReplicaSet/web-rs",
+        "{out}"
+    );
+    assert!(
+        out.contains("TopologyProbe") && out.contains("Findings ("),
+        "{out}"
+    );
+    for child in [
+        "ConfigMap/settings",
+        "Secret/creds",
+        "PersistentVolumeClaim/data",
+    ] {
+        assert!(out.contains(child), "{child} in\n{out}");
+    }
+    let (code, yaml, _) = describe(&["describe", &target, "-o", "yaml"]);
+    assert_eq!(code, 0);
+    assert!(yaml.contains("kind: Pod"), "{yaml}");
+    let (code, _, err) = describe(&["describe", "nonsense"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("CLUSTER/KIND/NAME"), "{err}");
+
     // The namespace's graph of kinds.
     let (code, kinds) = api
         .call(

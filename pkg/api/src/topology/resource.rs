@@ -44,18 +44,23 @@ impl Graph {
         self.objects
             .iter()
             .map(|(doc_id, d)| {
-                let parents = self
+                // Sorted by node id: the same answer whatever the uids.
+                let parents: BTreeSet<String> = self
                     .edges
                     .iter()
                     .filter(|(_, c)| c == doc_id)
                     .map(|(p, _)| id(p))
                     .collect();
-                let children = self
+                let children: BTreeSet<String> = self
                     .edges
                     .iter()
                     .filter(|(p, _)| p == doc_id)
                     .map(|(_, c)| id(c))
                     .collect();
+                let (parents, children) = (
+                    parents.into_iter().collect(),
+                    children.into_iter().collect(),
+                );
                 (
                     node_id(d),
                     ResourceNode {
