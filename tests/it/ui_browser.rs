@@ -95,7 +95,22 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         serde_json::json!({"metadata": {"name": flawed}, "spec": {
             "selector": {"matchLabels": {"app": flawed}},
             "template": {"metadata": {"labels": {"app": flawed}},
-                         "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}}),
+                         "spec": {"containers": [{"name": "app", "image": "nginx"}],
+                                  "volumes": [{"name": "c", "configMap": {"name": flawed}}]}}}}),
+    )
+    .await;
+    kube.create(
+        &karpor_testkit::cluster::configmaps(),
+        Some(&ns),
+        serde_json::json!({"metadata": {"name": flawed}, "data": {"k": "v"}}),
+    )
+    .await;
+    kube.create(
+        &karpor_testkit::cluster::resource("", "v1", "Event", "events"),
+        Some(&ns),
+        serde_json::json!({"metadata": {"name": "ui-probe"}, "reason": "UiProbe",
+            "message": "seen by the browser test", "type": "Normal",
+            "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": flawed, "namespace": ns}}),
     )
     .await;
     let flawed_query = karpor_search::parse(&format!(
@@ -128,8 +143,9 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
     eprintln!("{}{}", out(&fresh), out(&output));
     assert!(
         output.status.success(),
-        "browser test failed:\n{}",
-        out(&output)
+        "browser test failed:\n{}\nkarpor's log:\n{}",
+        out(&output),
+        karpor.logs()
     );
     assert!(std::path::Path::new(&screenshot).exists());
     kube.delete_namespace(&ns).await;

@@ -30,6 +30,12 @@ try {
     if (message.type() === "error") consoleErrors.push(message.text());
   });
   page.on("pageerror", (error) => consoleErrors.push(String(error)));
+  const eventCalls = [];
+  page.on("response", async (response) => {
+    if (response.url().includes("/insight/events")) {
+      eventCalls.push(response.url() + " → " + (await response.text()).slice(0, 200));
+    }
+  });
   page.setDefaultTimeout(timeout);
 
   await page.goto(url + "/");
@@ -102,11 +108,24 @@ try {
   await page.selectOption("#mode", "keyword");
   await page.fill("#query", flawed);
   await page.click("#search-form button");
-  const flawedRow = page.locator("#results tbody tr", { hasText: flawed }).first();
+  const flawedRow = page.locator("#results tbody tr", { hasText: flawed })
+    .filter({ hasText: "Deployment" }).first();
   await flawedRow.waitFor();
   await flawedRow.click();
   await page.locator("#findings td", { hasText: "image-tag" }).first().waitFor();
   console.log(`findings of ${flawed}: ${(await page.locator("#findings tbody tr").allInnerTexts()).join(" | ")}`);
+  // Its events, and its relations: the ConfigMap it mounts opens its own view.
+  await page.waitForFunction(() => document.getElementById("events-note").textContent !== "loading…");
+  const note = await page.locator("#events-note").innerText();
+  if (note) throw new Error(`events: ${note} (asked ${eventCalls.join(" ; ")})`);
+  await page.locator("#events td", { hasText: "UiProbe" }).first().waitFor();
+  const related = page.locator("#children .relation", { hasText: "ConfigMap/" + flawed });
+  await related.waitFor();
+  await related.click();
+  await page.waitForFunction((name) => document.getElementById("detail-title").textContent.startsWith("ConfigMap")
+    && document.getElementById("detail-yaml").textContent.includes("name: " + name), flawed);
+  await page.locator("#parents .relation", { hasText: "Deployment/" + flawed }).waitFor();
+  console.log(`relations: the ConfigMap ${flawed} opened from its Deployment, which is its parent`);
   await page.waitForFunction(() => [...document.querySelectorAll("#clusters td[data-cluster]")]
     .some((td) => /^\d+\.\d \(\d+ findings\)$/.test(td.textContent)));
   console.log(`cluster score: ${await page.locator("#clusters td[data-cluster]").first().innerText()}`);
