@@ -46,14 +46,14 @@ impl SyncMetrics {
             metrics.last_event.clone(),
         );
         registry.register(
-            "karpor_syncer_audit_policy_generation",
-            "Generation of the audit policy in force (raised by each change of it)",
+            "karpor_syncer_ingest_policy_generation",
+            "Generation of the audit policy and relation rules in force (raised by each change)",
             metrics.audit_policy.clone(),
         );
         registry.register(
-            "karpor_syncer_cluster_audit_generation",
-            "Audit policy generation every document of the cluster was last written under; \
-             below the policy's while it is re-audited",
+            "karpor_syncer_cluster_ingest_generation",
+            "Policy generation every document of the cluster was last written under; below \
+             the policy's while it is re-audited and re-indexed",
             metrics.audited.clone(),
         );
         metrics
