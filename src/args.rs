@@ -37,6 +37,14 @@ pub enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// List, show, apply (create or replace from a YAML file) or remove the relation
+    /// rules behind the topology.
+    Relation {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: RelationCommand,
+    },
     /// Search a running server's resources: SQL (`select * from resources where ...`) or
     /// a keyword.
     Search(SearchArgs),
@@ -194,6 +202,34 @@ pub enum ClusterCommand {
     /// Deregister a cluster (its documents are removed by the syncer).
     Rm {
         /// The cluster's name.
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RelationCommand {
+    /// The rules in force: built-in ones and yours.
+    List {
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// One rule.
+    Get {
+        /// The rule's name.
+        name: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Create or replace the rules of a YAML file (one rule, or a list); a rule named as
+    /// a built-in one replaces it.
+    Apply {
+        /// The YAML file (`-` for stdin).
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+    },
+    /// Remove a stored rule (a built-in one of its name is back in force).
+    Rm {
+        /// The rule's name.
         name: String,
     },
 }

@@ -44,6 +44,10 @@ pub fn run() -> ExitCode {
             Ok(rt) => rt.block_on(client::describe::run(&args)),
             Err(code) => code,
         },
+        Command::Relation { server, command } => match runtime() {
+            Ok(rt) => rt.block_on(client::relation::run(&server, &command)),
+            Err(code) => code,
+        },
         Command::Audit(args) => match runtime() {
             Ok(rt) => rt.block_on(client::audit::run(&args)),
             Err(code) => code,

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod cluster;
 pub mod describe;
 mod output;
+pub mod relation;
 pub mod search;
 
 use std::process::ExitCode;

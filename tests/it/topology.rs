@@ -513,5 +513,39 @@ async fn related(config: &str) {
     assert!(rules
         .iter()
         .any(|r| r["name"] == "widget-configmap" && r["stored"] == true));
+    // The CLI: a built-in rule turned off from a YAML file; documents are re-indexed and
+    // the relation leaves the graph; removing the stored rule brings it back.
+    let file = karpor.dir().join("off.yaml");
+    std::fs::write(
+        &file,
+        "- name: pod-serviceaccount\n  enabled: false\n  parent: {kind: Pod}\n  child: {kind: ServiceAccount}\n  \
+         relation: {type: reference, path: spec, name: serviceAccountName}\n",
+    )
+    .unwrap();
+    let (code, out, err) = describe(&["relation", "apply", "-f", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "relation/pod-serviceaccount applied\n");
+    wait_for(
+        LIMIT,
+        "the Pod no longer names its service account",
+        || async {
+            !pod_graph().await["Pod/web-1"]
+                .1
+                .contains("ServiceAccount/default")
+        },
+    )
+    .await;
+    let (code, out, _) = describe(&["relation", "list", "-o", "name"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines().any(|l| l == "relation/widget-configmap"),
+        "{out}"
+    );
+    let (code, _, err) = describe(&["relation", "rm", "pod-serviceaccount"]);
+    assert_eq!(code, 0, "{err}");
+    wait_for(LIMIT, "the built-in rule is back", || async {
+        pod_graph().await == expected_pod
+    })
+    .await;
     kube.delete_namespace(&ns).await;
 }
