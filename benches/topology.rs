@@ -3,7 +3,7 @@
 //! with a realistic mix, asked over HTTP as the page asks. Per namespace (20 of them, 5,000
 //! objects each): 250 Deployments, each with a ReplicaSet it owns and 10 Pods the
 //! ReplicaSet owns, a Service selecting them, and a ConfigMap, a Secret and a PVC they
-//! mount, plus 500 unrelated ConfigMaps. Documents carry the keys the syncer indexes.
+//! mount, plus 1,000 unrelated ConfigMaps. Documents carry the keys the syncer indexes.
 //!
 //! Reported: p50 and p99 of a Pod's graph (2 hops), a Deployment's graph (2 hops: its
 //! ReplicaSet and 10 Pods) and a namespace's graph of kinds (5,000 objects).
@@ -21,7 +21,7 @@ use time::OffsetDateTime;
 const NAMESPACES: usize = 20;
 const DEPLOYMENTS: usize = 250;
 const PODS: usize = 10;
-const UNRELATED: usize = 500;
+const UNRELATED: usize = 1000;
 const RUNS: usize = 200;
 const CLUSTER: &str = "bench";
 

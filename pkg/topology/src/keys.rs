@@ -1,7 +1,9 @@
 //! The keys a document is indexed under, so storage answers "who owns or names this
 //! object" by lookup: `owner:UID` for each owner reference (and `owner-kind:GROUP/KIND`,
 //! so a graph of kinds knows who owns what), and `ref:GROUP/KIND/NAMESPACE/NAME` for each
-//! object a reference rule finds named in it.
+//! object a reference rule finds named in it; a selector's holder is indexed under
+//! `sel:KEY=VALUE` for each pair it selects by, so the selectors that may select an
+//! object are found by its labels.
 
 use std::collections::BTreeSet;
 
@@ -30,6 +32,11 @@ pub fn owner_key(uid: &str) -> String {
 /// The key of an owner's kind.
 pub fn owner_kind_key(kind: &KindRef) -> String {
     format!("{OWNER_KIND}{}/{}", kind.group, kind.kind)
+}
+
+/// The key of one pair a selector selects by.
+pub fn selector_key(key: &str, value: &str) -> String {
+    format!("sel:{key}={value}")
 }
 
 /// What an owner-kind key starts with.
@@ -117,6 +124,11 @@ pub fn reference_keys(
         for target in references(rule, object, namespace) {
             keys.insert(reference_key(&target.kind, &target.namespace, &target.name));
         }
+        if let Relation::Selector { path: at } = &rule.relation {
+            for (k, v) in crate::selector_at(object, at).unwrap_or_default() {
+                keys.insert(selector_key(&k, &v));
+            }
+        }
     }
     keys.into_iter().take(MAX_KEYS).collect()
 }
@@ -157,6 +169,13 @@ mod tests {
             "ref:/ServiceAccount/shop/web",
         ];
         assert_eq!(keys, want);
+    }
+
+    #[test]
+    fn a_selector_holder_is_indexed_by_its_pairs() {
+        let service = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web", "tier": "fe"}}});
+        let keys = reference_keys(&service, &KindRef::new("", "Service"), "shop", &builtin_rules());
+        assert_eq!(keys, ["sel:app=web", "sel:tier=fe"]);
     }
 
     #[test]

@@ -11,6 +11,6 @@ mod selector;
 pub use builtin::{builtin_rules, in_force};
 pub use keys::{
     owner_key, owner_kind_key, parse_reference_key, reference_key, reference_keys, references,
-    Target, OWNER_KIND,
+    selector_key, Target, OWNER_KIND,
 };
 pub use selector::{selector_at, selects};

@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use karpor_core::model::{KindRef, Relation, RelationRule};
 use karpor_search::{Expr, Field, Op, Query, Value};
 use karpor_storage::{ResourceDocument, Storage, StorageError};
-use karpor_topology::{owner_key, parse_reference_key, reference_key, selector_at, selects};
+use karpor_topology::{
+    owner_key, parse_reference_key, reference_key, selector_at, selector_key, selects,
+};
 
 use super::{ResourceGroup, ResourceNode};
 
@@ -208,7 +210,20 @@ async fn parents(
                 keys.insert(reference_key(&mine, namespace, &doc.name));
             }
             Relation::Selector { path } => {
-                let query = of_kind(&doc.cluster, &rule.parent, Some(&doc.namespace), vec![]);
+                // Only holders that select by one of its labels, then the whole selector.
+                if doc.labels.is_empty() {
+                    continue;
+                }
+                let pairs = Expr::In {
+                    field: Field::Ref,
+                    values: doc
+                        .labels
+                        .iter()
+                        .map(|(k, v)| Value::Text(selector_key(k, v)))
+                        .collect(),
+                    negated: false,
+                };
+                let query = of_kind(&doc.cluster, &rule.parent, Some(&doc.namespace), vec![pairs]);
                 found.extend(find(storage, query).await?.into_iter().filter(|p| {
                     kind_of(p) == rule.parent
                         && selector_at(&p.object, path).is_some_and(|s| selects(&s, &doc.labels))
