@@ -161,7 +161,8 @@ async fn main() {
         .unwrap_or(5_000);
     let path = std::env::var("KARPOR_TEST_KUBECONFIG_A")
         .expect("KARPOR_TEST_KUBECONFIG_A: source target/test-services/env.sh");
-    let kubeconfig = std::fs::read_to_string(path).unwrap();
+    // Self-contained, as karpor takes kubeconfigs (file references are refused).
+    let kubeconfig = karpor_testkit::process::flat_kubeconfig(&path);
     let config = kube::Config::from_custom_kubeconfig(
         KubeKubeconfig::from_yaml(&kubeconfig).unwrap(),
         &KubeConfigOptions::default(),

@@ -174,7 +174,12 @@ mod tests {
     #[test]
     fn a_selector_holder_is_indexed_by_its_pairs() {
         let service = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web", "tier": "fe"}}});
-        let keys = reference_keys(&service, &KindRef::new("", "Service"), "shop", &builtin_rules());
+        let keys = reference_keys(
+            &service,
+            &KindRef::new("", "Service"),
+            "shop",
+            &builtin_rules(),
+        );
         assert_eq!(keys, ["sel:app=web", "sel:tier=fe"]);
     }
 

@@ -223,7 +223,12 @@ async fn parents(
                         .collect(),
                     negated: false,
                 };
-                let query = of_kind(&doc.cluster, &rule.parent, Some(&doc.namespace), vec![pairs]);
+                let query = of_kind(
+                    &doc.cluster,
+                    &rule.parent,
+                    Some(&doc.namespace),
+                    vec![pairs],
+                );
                 found.extend(find(storage, query).await?.into_iter().filter(|p| {
                     kind_of(p) == rule.parent
                         && selector_at(&p.object, path).is_some_and(|s| selects(&s, &doc.labels))
