@@ -13,17 +13,21 @@ use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::lists::InitialLists;
-use crate::rules::Target;
-use crate::status::{ClusterProgress, SyncState};
+use crate::lists::Lists;
+use crate::rules::{Target, TargetKey};
+use crate::status::ClusterProgress;
+use crate::type_status::TypeProgress;
 use crate::writer::Op;
 
 pub struct Watcher {
     pub client: Client,
     pub target: Target,
+    pub key: TargetKey,
     pub writer: mpsc::Sender<Op>,
     pub progress: Arc<ClusterProgress>,
-    pub lists: Arc<InitialLists>,
+    /// Its type's own progress.
+    pub type_progress: Arc<TypeProgress>,
+    pub lists: Arc<Lists>,
 }
 
 impl Watcher {
@@ -32,8 +36,10 @@ impl Watcher {
         let Watcher {
             client,
             target,
+            key,
             writer,
             progress,
+            type_progress,
             lists,
         } = self;
         let api: Api<DynamicObject> = match &target.namespace {
@@ -52,7 +58,7 @@ impl Watcher {
         let cluster = progress.name().to_owned();
         let mut events = watcher(api, config).default_backoff().boxed();
         let mut list_began: Option<OffsetDateTime> = None;
-        let mut first_list = Some((lists.clone(), target.key()));
+        let mut first_list = Some((lists.clone(), key.clone()));
         let mut failing = false;
         loop {
             let event = tokio::select! {
@@ -62,28 +68,32 @@ impl Watcher {
             let event = match event {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
-                    if let Some(reason) = crate::reason::of_watch(&e) {
+                    if let Some(error) = crate::reason::of_type(&e) {
                         if !failing {
-                            let error = crate::reason::describe_watch(&e);
+                            let detail = crate::reason::describe_watch(&e);
                             tracing::warn!(
                                 cluster,
                                 kind = object_type.kind,
-                                error,
-                                "watch failed; retrying with backoff"
+                                api_version = object_type.api_version,
+                                reason = error.as_str(),
+                                error = detail,
+                                "cannot list or watch this type; retrying with backoff"
                             );
                         }
                         failing = true;
-                        progress.set_state(SyncState::Error(reason));
+                        lists.failing(&key, error);
                     }
                     continue;
                 }
                 None => return,
             };
+            let now = OffsetDateTime::now_utc();
             progress.event_seen();
+            type_progress.event_seen(now);
             if failing {
                 failing = false;
                 tracing::info!(cluster, kind = object_type.kind, "watch resumed");
-                lists.refresh();
+                lists.resumed(&key);
             }
             let op = match event {
                 watcher::Event::Init => {
