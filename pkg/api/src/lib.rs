@@ -1,5 +1,5 @@
-//! karpor's REST API under `/rest-api/v1`, in Karpor's envelope: clusters, search,
-//! insight and resource groups, behind bearer-token auth with two roles, a read-only
+//! karpor's REST API under `/rest-api/v1`, in Karpor's envelope: clusters, sync rules,
+//! search, insight and resource groups, behind bearer-token auth with two roles, a read-only
 //! mode and request limits; its OpenAPI document at `/openapi.json`.
 
 mod ai;
@@ -16,6 +16,7 @@ mod params;
 mod resource_groups;
 mod search;
 mod server_info;
+mod sync_rules;
 
 use std::sync::Arc;
 
@@ -75,6 +76,7 @@ fn handlers() -> OpenApiRouter<AppState> {
         .merge(resource_groups::routes())
         .merge(server_info::routes())
         .merge(audit_policy::routes())
+        .merge(sync_rules::routes())
         .merge(ai::routes())
 }
 
