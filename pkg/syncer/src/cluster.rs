@@ -14,7 +14,7 @@ use karpor_storage::Storage;
 use kube::core::Version;
 use kube::discovery::Discovery;
 use kube::Client;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -92,6 +92,10 @@ const COUNT_INTERVAL: Duration = Duration::from_secs(10);
 /// How long a count may take before it is left for the next time.
 const COUNT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A change of CustomResourceDefinitions is followed by a discovery this much later (the
+/// new type is served once the CRD is established), and several in a burst by one.
+const CRD_SETTLE: Duration = Duration::from_millis(500);
+
 /// What the loop does next.
 enum Next {
     Discover,
@@ -117,6 +121,9 @@ impl ClusterRun {
             writer_stop.clone(),
         );
         let lists = Arc::new(Lists::new(self.progress.clone()));
+        // Where a watcher of CustomResourceDefinitions (the built-in rules have one) says
+        // one changed: discovery runs at once, not at the next interval.
+        let crds_changed = Arc::new(Notify::new());
         let mut running: HashMap<TargetKey, Running> = HashMap::new();
         let mut audit = self.audit.clone();
         let mut rules = self.rules.clone();
@@ -144,8 +151,13 @@ impl ClusterRun {
                     let plain: Vec<SyncRule> = in_force.iter().map(|r| r.rule.clone()).collect();
                     let targets = resolve(&plain, &found, &policy.config);
                     let owed = !std::mem::take(&mut relisting);
-                    self.apply(targets, &mut running, &client, &writer, &lists, owed)
-                        .await;
+                    let watchers = Watchers {
+                        client: &client,
+                        writer: &writer,
+                        lists: &lists,
+                        crds_changed: &crds_changed,
+                    };
+                    self.apply(targets, &mut running, &watchers, owed).await;
                     let coverage = Coverage::of(running.values().map(|r| &r.target));
                     if covered.as_ref() != Some(&coverage) {
                         covered = Some(coverage);
@@ -182,6 +194,11 @@ impl ClusterRun {
                     _ = tokio::time::sleep_until(next_discovery) => Next::Discover,
                     Ok(()) = rules.changed() => {
                         tracing::info!(cluster = name, "sync rules changed; applying them");
+                        Next::Discover
+                    }
+                    _ = crds_changed.notified() => {
+                        tracing::debug!(cluster = name, "a CustomResourceDefinition changed; discovering");
+                        tokio::time::sleep(CRD_SETTLE).await;
                         Next::Discover
                     }
                     _ = lists.settled(), if sweep => {
@@ -273,11 +290,10 @@ impl ClusterRun {
         &self,
         targets: Vec<Target>,
         running: &mut HashMap<TargetKey, Running>,
-        client: &Client,
-        writer: &mpsc::Sender<Op>,
-        lists: &Arc<Lists>,
+        with: &Watchers<'_>,
         owed: bool,
     ) {
+        let lists = with.lists;
         let wanted: HashMap<TargetKey, Target> =
             targets.into_iter().map(|t| (t.key(), t)).collect();
         let new: Vec<(TargetKey, Target)> = wanted
@@ -312,19 +328,30 @@ impl ClusterRun {
         }
         for ((key, target), type_progress) in new.into_iter().zip(progresses) {
             let stop = CancellationToken::new();
+            let crds = target.resource.group == "apiextensions.k8s.io"
+                && target.resource.plural == "customresourcedefinitions";
             let watcher = Watcher {
-                client: client.clone(),
+                client: with.client.clone(),
                 target: target.clone(),
                 key: key.clone(),
-                writer: writer.clone(),
+                writer: with.writer.clone(),
                 progress: self.progress.clone(),
                 type_progress,
                 lists: lists.clone(),
+                crds_changed: crds.then(|| with.crds_changed.clone()),
             };
             let task = tokio::spawn(watcher.run(stop.clone()));
             running.insert(key, Running { target, stop, task });
         }
     }
+}
+
+/// What each new watcher shares with the others.
+struct Watchers<'a> {
+    client: &'a Client,
+    writer: &'a mpsc::Sender<Op>,
+    lists: &'a Arc<Lists>,
+    crds_changed: &'a Arc<Notify>,
 }
 
 async fn stop_all(running: &mut HashMap<TargetKey, Running>, lists: &Lists) {

@@ -10,7 +10,7 @@ use kube::api::DynamicObject;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use time::OffsetDateTime;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::lists::Lists;
@@ -28,6 +28,9 @@ pub struct Watcher {
     /// Its type's own progress.
     pub type_progress: Arc<TypeProgress>,
     pub lists: Arc<Lists>,
+    /// For a watcher of CustomResourceDefinitions: told of each change, so the cluster
+    /// discovers the new (or gone) type at once.
+    pub crds_changed: Option<Arc<Notify>>,
 }
 
 impl Watcher {
@@ -41,6 +44,7 @@ impl Watcher {
             progress,
             type_progress,
             lists,
+            crds_changed,
         } = self;
         let api: Api<DynamicObject> = match &target.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &target.resource),
@@ -94,6 +98,11 @@ impl Watcher {
                 failing = false;
                 tracing::info!(cluster, kind = object_type.kind, "watch resumed");
                 lists.resumed(&key);
+            }
+            if let Some(notify) = &crds_changed {
+                if matches!(event, watcher::Event::Apply(_) | watcher::Event::Delete(_)) {
+                    notify.notify_one();
+                }
             }
             let op = match event {
                 watcher::Event::Init => {

@@ -41,6 +41,11 @@ struct Harness {
 
 impl Harness {
     async fn start(storage: Option<StorageConfig>) -> Harness {
+        Harness::start_with(storage, Duration::from_secs(2)).await
+    }
+
+    /// With discovery running again every `rediscover` only.
+    async fn start_with(storage: Option<StorageConfig>, rediscover: Duration) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let metastore = karpor_metastore::connect(&MetastoreConfig::Sqlite {
             path: dir.path().join("meta.db"),
@@ -63,7 +68,7 @@ impl Harness {
             HealthMetrics::new(&mut registry),
         );
         let mut settings = SyncSettings {
-            rediscover: Duration::from_secs(2),
+            rediscover,
             resync: Duration::from_secs(5),
             ..SyncSettings::default()
         };
@@ -721,16 +726,17 @@ async fn a_rule_narrowed_widened_retargeted_and_deleted_leaves_storage_equal_to_
 }
 
 /// With no rule stored, the built-in rules sync every type: a custom resource whose CRD
-/// is created after the sync settled is searchable within a rediscovery, without a
-/// restart; the CRD itself is stored as metadata only; once the CRD goes, so do its
-/// objects' documents.
+/// is created after the sync settled is synced without a restart, and without waiting
+/// for the next periodic discovery (an hour away here): the built-in rules watch CRDs,
+/// and a change of one makes the cluster discover at once. The CRD itself is stored as
+/// metadata only; once the CRD goes, so do its objects' documents.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_built_in_rules_sync_a_custom_resource_whose_crd_comes_later() {
     let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
     let ns = unique("crd-later");
     kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
         .await;
-    let h = Harness::start(None).await;
+    let h = Harness::start_with(None, Duration::from_secs(3600)).await;
     h.register("a", kube.kubeconfig.clone()).await;
     h.settled(
         "a",
