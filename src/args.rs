@@ -45,6 +45,15 @@ pub enum Command {
         #[command(subcommand)]
         command: RelationCommand,
     },
+    /// Show, apply (create or update from YAML files) or remove sync rules, the
+    /// resources of which clusters are synced, through a running server; `--dry-run`
+    /// shows what a rule selects first.
+    Rule {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: RuleCommand,
+    },
     /// Search a running server's resources: SQL (`select * from resources where ...`) or
     /// a keyword.
     Search(SearchArgs),
@@ -228,6 +237,52 @@ pub enum RelationCommand {
         file: PathBuf,
     },
     /// Remove a stored rule (a built-in one of its name is back in force).
+    Rm {
+        /// The rule's name.
+        name: String,
+    },
+}
+
+/// `--dry-run [--cluster NAME]`.
+#[derive(Debug, Args)]
+pub struct DryRunArgs {
+    /// Store nothing: show the types the rule selects in each cluster and how many
+    /// objects each has there now.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With `--dry-run`: this cluster only (default: every cluster the rule selects).
+    #[arg(long, requires = "dry_run")]
+    pub cluster: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RuleCommand {
+    /// List the sync rules in force (the built-in ones while none is stored).
+    List {
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Show one rule (`-o yaml` writes what `apply -f` takes back), stored or built in.
+    Get {
+        /// The rule's name.
+        name: String,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        dry_run: DryRunArgs,
+    },
+    /// Create or update the rules of a YAML file (several separated by `---`; `-` reads
+    /// stdin), as kubectl applies manifests: a rule that did not change is left alone.
+    Apply {
+        /// The file.
+        #[arg(short = 'f', long = "filename", value_name = "FILE")]
+        file: PathBuf,
+        #[command(flatten)]
+        dry_run: DryRunArgs,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Remove a stored rule (with none left, the built-in rules apply again).
     Rm {
         /// The rule's name.
         name: String,

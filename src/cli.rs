@@ -1,6 +1,6 @@
 //! The process: parses the command line (`args.rs`), then runs a server role (`serve`,
 //! `syncer`) from its config, or a client command (`health`, `metadata`, `cluster`,
-//! `search`), and turns the outcome into the exit status.
+//! `rule`, `search`, `audit`), and turns the outcome into the exit status.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -34,6 +34,10 @@ pub fn run() -> ExitCode {
         Command::Metadata { command } => run_metadata(command),
         Command::Cluster { server, command } => match runtime() {
             Ok(rt) => rt.block_on(client::cluster::run(&server, &command)),
+            Err(code) => code,
+        },
+        Command::Rule { server, command } => match runtime() {
+            Ok(rt) => rt.block_on(client::rule::run(&server, &command)),
             Err(code) => code,
         },
         Command::Search(args) => match runtime() {

@@ -105,7 +105,7 @@ async fn dispatch(server: &ServerArgs, command: &ClusterCommand) -> Result<(), F
     Ok(())
 }
 
-const COLUMNS: [Column; 9] = [
+const COLUMNS: [Column; 10] = [
     Column {
         header: "NAME",
         cell: |c| text(&c["name"]),
@@ -142,6 +142,11 @@ const COLUMNS: [Column; 9] = [
         wide: true,
     },
     Column {
+        header: "TYPES",
+        cell: types,
+        wide: true,
+    },
+    Column {
         header: "LABELS",
         cell: labels,
         wide: true,
@@ -164,6 +169,27 @@ fn sync_state(c: &Value) -> String {
         Some(reason) => format!("{} ({reason})", text(&status["state"])),
         None => text(&status["state"]),
     }
+}
+
+/// `41/42 synced; secrets: forbidden`: the watched types, and each one that cannot be
+/// listed with why (the others sync regardless).
+fn types(c: &Value) -> String {
+    let Some(types) = c["syncStatus"]["types"].as_array() else {
+        return "<unknown>".to_owned();
+    };
+    let synced = types.iter().filter(|t| t["state"] == "synced").count();
+    let mut summary = format!("{synced}/{} synced", types.len());
+    for t in types.iter().filter(|t| t["state"] == "error") {
+        let mut name = text(&t["resource"]);
+        if !text(&t["group"]).is_empty() {
+            name = format!("{name}.{}", text(&t["group"]));
+        }
+        if let Some(namespace) = t["namespace"].as_str() {
+            name = format!("{name} in {namespace}");
+        }
+        summary.push_str(&format!("; {name}: {}", text(&t["reason"])));
+    }
+    summary
 }
 
 fn labels(c: &Value) -> String {

@@ -1,12 +1,14 @@
 //! The commands that talk to a running server's REST API (`karpor cluster`, `karpor
-//! search`): the HTTP client, the token, the exit statuses, and how answers are printed.
-//! Exit 0 done, 1 refused by the server (its message on stderr), 2 unreachable.
+//! rule`, `karpor search`, `karpor audit`): the HTTP client, the token, the exit
+//! statuses, and how answers are printed. Exit 0 done, 1 refused by the server (its
+//! message on stderr), 2 unreachable.
 
 pub mod audit;
 pub mod cluster;
 pub mod describe;
 mod output;
 pub mod relation;
+pub mod rule;
 pub mod search;
 
 use std::process::ExitCode;

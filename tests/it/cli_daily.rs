@@ -140,8 +140,17 @@ async fn clusters_are_checked_before_registration_and_listed_as_kubectl_would() 
     assert_eq!(one["description"], "kept for the test");
 
     // Keyword search, and `-o name` for scripts.
+    // Every type is synced (RBAC objects in kube-system too): one page holds them all.
     let (code, out, err) = text(&karpor(
-        &["search", "--keyword", "kube-system", "-o", "name"],
+        &[
+            "search",
+            "--keyword",
+            "kube-system",
+            "--page-size",
+            "1000",
+            "-o",
+            "name",
+        ],
         &url,
         dir,
         &[],
@@ -153,7 +162,7 @@ async fn clusters_are_checked_before_registration_and_listed_as_kubectl_would() 
     );
     // A bare word is a keyword, not refused as SQL; `--keyword` narrows an SQL query.
     let (code, bare, err) = text(&karpor(
-        &["search", "kube-system", "-o", "name"],
+        &["search", "kube-system", "--page-size", "1000", "-o", "name"],
         &url,
         dir,
         &[],

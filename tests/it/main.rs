@@ -15,6 +15,7 @@ mod logs;
 mod metadata_cli;
 mod smoke;
 mod split_deployment;
+mod sync_rules;
 mod syncer_e2e;
 mod test_services;
 mod topology;

@@ -1,5 +1,5 @@
-//! karpor's REST API under `/rest-api/v1`, in Karpor's envelope: clusters, search,
-//! insight and resource groups, behind bearer-token auth with two roles, a read-only
+//! karpor's REST API under `/rest-api/v1`, in Karpor's envelope: clusters, sync rules,
+//! search, insight and resource groups, behind bearer-token auth with two roles, a read-only
 //! mode and request limits; its OpenAPI document at `/openapi.json`.
 
 mod ai;
@@ -17,6 +17,7 @@ mod params;
 mod resource_groups;
 mod search;
 mod server_info;
+mod sync_rules;
 mod topology;
 
 use std::sync::Arc;
@@ -79,6 +80,7 @@ fn handlers() -> OpenApiRouter<AppState> {
         .merge(audit_policy::routes())
         .merge(topology::routes())
         .merge(live::routes())
+        .merge(sync_rules::routes())
         .merge(ai::routes())
 }
 

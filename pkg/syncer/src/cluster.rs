@@ -1,6 +1,7 @@
 //! One member cluster's sync: a client from its kubeconfig, discovery (again every few
-//! seconds, so new custom resources are picked up), a watcher per resolved target, and
-//! the writer they share.
+//! seconds, so new custom resources are picked up, and at once when its rules change), a
+//! watcher per resolved target, the writer they share, and the sweep that removes what
+//! the targets no longer cover once the new watchers have listed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,17 +11,20 @@ use karpor_core::model::{Cluster, SyncRule};
 use karpor_health::Reason;
 use karpor_kube::{ClientError, ClusterClient, ExecSettings, Timeouts};
 use karpor_storage::Storage;
+use kube::core::Version;
 use kube::discovery::Discovery;
 use kube::Client;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::lists::InitialLists;
+use crate::counts;
+use crate::lists::Lists;
 use crate::outage::Recoveries;
 use crate::policy::PolicySeen;
-use crate::rules::{resolve, Discovered, Target, TargetKey};
-use crate::status::{ClusterProgress, SyncState};
+use crate::rules::{resolve, Discovered, RulesSeen, Target, TargetKey};
+use crate::status::{ClusterProgress, RuleInForce, SyncState};
+use crate::sweep::Coverage;
 use crate::watch::{now_millis, Watcher};
 use crate::writer::{self, Op};
 use crate::SyncSettings;
@@ -65,14 +69,15 @@ impl ClusterSync {
 /// What one cluster's sync works with.
 pub struct ClusterRun {
     pub cluster: Cluster,
-    pub rules: Vec<SyncRule>,
+    /// Its rules; a change is applied at once, by the watchers it concerns.
+    pub rules: RulesSeen,
     pub storage: Arc<dyn Storage>,
     pub progress: Arc<ClusterProgress>,
     pub client: ClientSlot,
     pub exec: Arc<ExecSettings>,
     pub settings: SyncSettings,
     pub recoveries: Recoveries,
-    /// The audit policy; a change relists every resource type.
+    /// The audit policy and relation rules; a change relists every resource type.
     pub policy: PolicySeen,
 }
 
@@ -80,6 +85,21 @@ struct Running {
     target: Target,
     stop: CancellationToken,
     task: JoinHandle<()>,
+}
+
+/// How often each watched type's documents are counted again while the cluster's change.
+const COUNT_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a count may take before it is left for the next time.
+const COUNT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A change of CustomResourceDefinitions is followed by a discovery this much later (the
+/// new type is served once the CRD is established), and several in a burst by one.
+const CRD_SETTLE: Duration = Duration::from_millis(500);
+
+/// What the loop does next.
+enum Next {
+    Discover,
+    Stop,
 }
 
 impl ClusterRun {
@@ -100,13 +120,25 @@ impl ClusterRun {
             self.policy.clone(),
             writer_stop.clone(),
         );
-        let lists = Arc::new(InitialLists::new(self.progress.clone()));
+        let lists = Arc::new(Lists::new(self.progress.clone()));
+        // Where a watcher of CustomResourceDefinitions (the built-in rules have one) says
+        // one changed: discovery runs at once, not at the next interval.
+        let crds_changed = Arc::new(Notify::new());
         let mut running: HashMap<TargetKey, Running> = HashMap::new();
         let mut policy = self.policy.clone();
+        let mut rules = self.rules.clone();
         let mut retry = Duration::from_secs(1);
         // A relist after a storage outage is owed no first list: the cluster stays synced.
         let mut relisting = false;
-        loop {
+        // A sweep is owed after a change of what the targets cover, sent once the new
+        // watchers have listed, with what they cover then. Owed at the start: the rules
+        // may have changed while no syncer ran.
+        let mut sweep = false;
+        let mut covered: Option<Coverage> = None;
+        let mut counted = None;
+        let mut count = tokio::time::interval(COUNT_INTERVAL);
+        count.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        'discover: loop {
             let discovered = tokio::select! {
                 _ = stop.cancelled() => break,
                 found = discover(&client) => found,
@@ -114,11 +146,33 @@ impl ClusterRun {
             let wait = match discovered {
                 Ok(found) => {
                     let current = policy.borrow_and_update().clone();
+                    let in_force = rules.borrow_and_update().clone();
                     lists.generation(current.generation);
-                    let targets = resolve(&self.rules, &found, &current.ingest);
+                    let plain: Vec<SyncRule> = in_force.iter().map(|r| r.rule.clone()).collect();
+                    let targets = resolve(&plain, &found, &current.ingest);
                     let owed = !std::mem::take(&mut relisting);
-                    self.apply(targets, &mut running, &client, &writer, &lists, owed)
-                        .await;
+                    let watchers = Watchers {
+                        client: &client,
+                        writer: &writer,
+                        lists: &lists,
+                        crds_changed: &crds_changed,
+                    };
+                    self.apply(targets, &mut running, &watchers, owed).await;
+                    let coverage = Coverage::of(running.values().map(|r| &r.target));
+                    if covered.as_ref() != Some(&coverage) {
+                        covered = Some(coverage);
+                        sweep = true;
+                        lists.owe_sweep();
+                    }
+                    self.progress.set_rules(
+                        in_force
+                            .iter()
+                            .map(|r| RuleInForce {
+                                name: r.rule.name.clone(),
+                                version: r.version,
+                            })
+                            .collect(),
+                    );
                     lists.refresh();
                     retry = Duration::from_secs(1);
                     self.settings.rediscover
@@ -133,33 +187,72 @@ impl ClusterRun {
                     wait
                 }
             };
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(wait) => {}
-                Ok(()) = policy.changed() => {
-                    // Stopped first: a watcher with other options would otherwise look
-                    // like a type no longer selected, and its documents be purged.
-                    tracing::info!(cluster = name, "relisting every resource type under the new audit policy or relation rules");
-                    stop_all(&mut running).await;
-                    relisting = true;
-                }
-                Ok(()) = recoveries.changed() => {
-                    tracing::info!(cluster = name, "relisting every resource type after a storage outage");
-                    stop_all(&mut running).await;
-                    relisting = true;
-                }
-                _ = until(connected.renew_at) => {
-                    tracing::info!(cluster = name, "renewing the exec plugin's client certificate");
-                    let Some(renewed) = self.connect(&stop).await else { break };
-                    stop_all(&mut running).await;
-                    connected = renewed;
-                    client = connected.client.clone();
-                    self.client.send_replace(Some(client.clone()));
-                    relisting = true;
+            let next_discovery = tokio::time::Instant::now() + wait;
+            loop {
+                let next = tokio::select! {
+                    _ = stop.cancelled() => Next::Stop,
+                    _ = tokio::time::sleep_until(next_discovery) => Next::Discover,
+                    Ok(()) = rules.changed() => {
+                        tracing::info!(cluster = name, "sync rules changed; applying them");
+                        Next::Discover
+                    }
+                    _ = crds_changed.notified() => {
+                        tracing::debug!(cluster = name, "a CustomResourceDefinition changed; discovering");
+                        tokio::time::sleep(CRD_SETTLE).await;
+                        Next::Discover
+                    }
+                    _ = lists.settled(), if sweep => {
+                        sweep = false;
+                        let op = Op::Sweep {
+                            coverage: Coverage::of(running.values().map(|r| &r.target)),
+                            before: now_millis(),
+                            lists: lists.clone(),
+                        };
+                        tokio::select! {
+                            _ = stop.cancelled() => break 'discover,
+                            _ = writer.send(op) => {}
+                        }
+                        continue;
+                    }
+                    _ = count.tick() => {
+                        let writes = self.progress.writes();
+                        if counted != Some(writes) && self.count().await {
+                            counted = Some(writes);
+                        }
+                        continue;
+                    }
+                    Ok(()) = policy.changed() => {
+                        // Stopped first: a watcher with other options would otherwise look
+                        // like a type no longer selected.
+                        tracing::info!(cluster = name, "relisting every resource type under the new audit policy or relation rules");
+                        stop_all(&mut running, &lists).await;
+                        relisting = true;
+                        Next::Discover
+                    }
+                    Ok(()) = recoveries.changed() => {
+                        tracing::info!(cluster = name, "relisting every resource type after a storage outage");
+                        stop_all(&mut running, &lists).await;
+                        relisting = true;
+                        Next::Discover
+                    }
+                    _ = until(connected.renew_at) => {
+                        tracing::info!(cluster = name, "renewing the exec plugin's client certificate");
+                        let Some(renewed) = self.connect(&stop).await else { break 'discover };
+                        stop_all(&mut running, &lists).await;
+                        connected = renewed;
+                        client = connected.client.clone();
+                        self.client.send_replace(Some(client.clone()));
+                        relisting = true;
+                        Next::Discover
+                    }
+                };
+                match next {
+                    Next::Discover => continue 'discover,
+                    Next::Stop => break 'discover,
                 }
             }
         }
-        stop_all(&mut running).await;
+        stop_all(&mut running, &lists).await;
         drop(writer);
         // The writer ends once it has written what it holds; a dead storage gets a bound.
         if tokio::time::timeout(self.settings.writer_drain, &mut writer_task)
@@ -172,19 +265,48 @@ impl ClusterRun {
         tracing::info!(cluster = name, "cluster sync stopped");
     }
 
-    /// Starts watchers for new targets, stops those whose type is gone and removes its
-    /// documents.
+    /// Each watched type's documents, counted in storage; `false` when storage could not
+    /// say in time.
+    async fn count(&self) -> bool {
+        let types = self.progress.types();
+        let counted = tokio::time::timeout(
+            COUNT_TIMEOUT,
+            counts::count(self.storage.as_ref(), &self.cluster.name, &types),
+        )
+        .await;
+        match counted {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::debug!(cluster = self.cluster.name, error = %e, "cannot count the watched types' documents");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Starts watchers for new targets and stops those no longer wanted (a type gone, or
+    /// no longer selected, or selected with other options).
     async fn apply(
         &self,
         targets: Vec<Target>,
         running: &mut HashMap<TargetKey, Running>,
-        client: &Client,
-        writer: &mpsc::Sender<Op>,
-        lists: &Arc<InitialLists>,
+        with: &Watchers<'_>,
         owed: bool,
     ) {
+        let lists = with.lists;
         let wanted: HashMap<TargetKey, Target> =
             targets.into_iter().map(|t| (t.key(), t)).collect();
+        let new: Vec<(TargetKey, Target)> = wanted
+            .iter()
+            .filter(|(key, _)| !running.contains_key(key))
+            .map(|(k, t)| (k.clone(), t.clone()))
+            .collect();
+        // All owed before anything stops or starts: neither a stop nor a fast first list
+        // may find nothing owed while new watchers are about to start.
+        let progresses: Vec<_> = new
+            .iter()
+            .map(|(key, target)| lists.start(key.clone(), target, owed))
+            .collect();
         let gone: Vec<TargetKey> = running
             .keys()
             .filter(|k| !wanted.contains_key(k))
@@ -196,40 +318,27 @@ impl ClusterRun {
             };
             watcher.stop.cancel();
             let _ = watcher.task.await;
-            lists.dropped(&key);
-            let target = watcher.target;
+            lists.stopped(&key);
             tracing::info!(
                 cluster = self.cluster.name,
-                kind = target.resource.kind,
-                "resource type no longer served or selected; removing its documents"
+                kind = watcher.target.resource.kind,
+                api_version = watcher.target.resource.api_version,
+                "stopped watching a type no longer served or selected as it was"
             );
-            let purge = Op::Purge {
-                api_version: target.resource.api_version.clone(),
-                kind: target.resource.kind.clone(),
-                namespace: target.namespace.clone(),
-                before: now_millis(),
-                first_list: None,
-            };
-            if writer.send(purge).await.is_err() {
-                return;
-            }
         }
-        let new: Vec<(TargetKey, Target)> = wanted
-            .into_iter()
-            .filter(|(key, _)| !running.contains_key(key))
-            .collect();
-        // All owed before any starts: a fast first list must not find nothing else owed.
-        for (key, _) in &new {
-            lists.expect(key.clone(), owed);
-        }
-        for (key, target) in new {
+        for ((key, target), type_progress) in new.into_iter().zip(progresses) {
             let stop = CancellationToken::new();
+            let crds = target.resource.group == "apiextensions.k8s.io"
+                && target.resource.plural == "customresourcedefinitions";
             let watcher = Watcher {
-                client: client.clone(),
+                client: with.client.clone(),
                 target: target.clone(),
-                writer: writer.clone(),
+                key: key.clone(),
+                writer: with.writer.clone(),
                 progress: self.progress.clone(),
+                type_progress,
                 lists: lists.clone(),
+                crds_changed: crds.then(|| with.crds_changed.clone()),
             };
             let task = tokio::spawn(watcher.run(stop.clone()));
             running.insert(key, Running { target, stop, task });
@@ -237,10 +346,19 @@ impl ClusterRun {
     }
 }
 
-async fn stop_all(running: &mut HashMap<TargetKey, Running>) {
-    for (_, watcher) in running.drain() {
+/// What each new watcher shares with the others.
+struct Watchers<'a> {
+    client: &'a Client,
+    writer: &'a mpsc::Sender<Op>,
+    lists: &'a Arc<Lists>,
+    crds_changed: &'a Arc<Notify>,
+}
+
+async fn stop_all(running: &mut HashMap<TargetKey, Running>, lists: &Lists) {
+    for (key, watcher) in running.drain() {
         watcher.stop.cancel();
         let _ = watcher.task.await;
+        lists.stopped(&key);
     }
 }
 
@@ -294,21 +412,33 @@ impl ClusterRun {
     }
 }
 
-/// Every served resource type, with whether it is at its group's recommended version.
-async fn discover(client: &Client) -> Result<Vec<Discovered>, kube::Error> {
+/// Every served resource type, with whether a `*` version picks it: the group's
+/// preferred version when it serves the resource, else the most stable one that does.
+pub(crate) async fn discover(client: &Client) -> Result<Vec<Discovered>, kube::Error> {
     let discovery = Discovery::new(client.clone()).run().await?;
     let mut found = Vec::new();
     for group in discovery.groups() {
-        let recommended: Vec<(String, String)> = group
-            .recommended_resources()
-            .into_iter()
-            .map(|(r, _)| (r.plural, r.version))
-            .collect();
+        let preferred = group.preferred_version_or_latest();
+        let mut picked: HashMap<String, &str> = HashMap::new();
+        for version in group.versions() {
+            for (resource, _) in group.versioned_resources(version) {
+                let better = match picked.get(&resource.plural) {
+                    None => true,
+                    Some(&current) => {
+                        current != preferred
+                            && (version == preferred
+                                || Version::parse(version).priority()
+                                    > Version::parse(current).priority())
+                    }
+                };
+                if better {
+                    picked.insert(resource.plural, version);
+                }
+            }
+        }
         for version in group.versions() {
             for (resource, capabilities) in group.versioned_resources(version) {
-                let preferred = recommended
-                    .iter()
-                    .any(|(plural, v)| *plural == resource.plural && v == version);
+                let preferred = picked.get(&resource.plural) == Some(&version);
                 found.push(Discovered {
                     resource,
                     capabilities,

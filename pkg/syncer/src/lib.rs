@@ -1,12 +1,16 @@
-//! The syncer: keeps storage equal to every registered cluster. A supervisor follows the
-//! metadata store's clusters and sync rules and runs one cluster sync per cluster; each
-//! resolves its rules through discovery into watchers (kube-rs list then watch), whose
-//! objects are trimmed and written in batches by one writer per cluster, with
-//! backpressure. Nothing holds a copy of a cluster's objects in memory.
+//! The syncer: keeps storage equal to what the sync rules select in every registered
+//! cluster. A supervisor follows the metadata store's clusters and sync rules and runs one
+//! cluster sync per cluster; each resolves its rules through discovery into watchers
+//! (kube-rs list then watch), whose objects are trimmed and written in batches by one
+//! writer per cluster, with backpressure, and sweeps away what its rules no longer
+//! select. Nothing holds a copy of a cluster's objects in memory. A rule can be tried
+//! against a cluster first ([`dry_run`]).
 
 mod check;
 mod cluster;
 mod config;
+mod counts;
+mod dry_run;
 mod lists;
 mod metrics;
 mod outage;
@@ -16,7 +20,9 @@ mod reason;
 mod rules;
 mod status;
 mod supervisor;
+mod sweep;
 mod transform;
+mod type_status;
 mod watch;
 mod writer;
 
@@ -34,8 +40,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use check::{SyncerCheck, CLUSTER_CHECK_PREFIX, SYNCER_CHECK};
 pub use config::SyncerConfig;
+pub use dry_run::{dry_run, DryRun, DryRunError, Selection};
 pub use metrics::SyncMetrics;
-pub use status::{AuditProgress, ClusterSnapshot, SyncState, SyncStatus};
+pub use rules::{default_rules, selects, DEFAULT_METADATA_RULE, DEFAULT_RULE};
+pub use status::{AuditProgress, ClusterSnapshot, RuleInForce, SyncState, SyncStatus};
+pub use type_status::{TypeError, TypeSnapshot, TypeState};
 pub use writer::WriterSettings;
 
 /// Timing and batching, with production defaults.

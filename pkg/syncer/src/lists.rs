@@ -1,32 +1,58 @@
-//! Which of a cluster's watchers still owe their first full list (the cluster is synced
-//! when none does), and which owe any list under the current audit policy (the cluster
-//! is audited with it when none does).
+//! A cluster's running watchers and what they owe: a list since they started (the
+//! cluster is syncing while a first one is owed, and audited with a policy once none is
+//! owed under it), and the sweep that follows a change of targets. A watcher that cannot
+//! list its type (forbidden, gone) owes nothing while it fails: its type shows the error
+//! and the rest of the cluster settles.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::rules::TargetKey;
+use karpor_health::Reason;
+use tokio::sync::watch;
+
+use crate::rules::{Target, TargetKey};
 use crate::status::{ClusterProgress, SyncState};
+use crate::type_status::{TypeError, TypeId, TypeInfo, TypeProgress, TypeState};
+
+#[derive(Debug)]
+struct Watch {
+    /// Its list since it started is not in storage yet.
+    owed: bool,
+    /// The cluster is syncing while it is owed (a new type's list, not a relist).
+    holds: bool,
+    failing: Option<TypeError>,
+    progress: Arc<TypeProgress>,
+}
+
+impl Watch {
+    fn waited_for(&self) -> bool {
+        self.owed && self.failing.is_none()
+    }
+}
 
 #[derive(Debug, Default)]
 struct Owed {
-    first: HashSet<TargetKey>,
-    /// Lists under audit policy `generation` still running.
-    any: HashSet<TargetKey>,
+    running: HashMap<TargetKey, Watch>,
+    /// The audit policy generation the running watchers list with.
     generation: u64,
+    /// Documents the targets no longer cover are still to be removed.
+    sweep: bool,
 }
 
 #[derive(Debug)]
-pub struct InitialLists {
-    pending: Mutex<Owed>,
+pub struct Lists {
+    owed: Mutex<Owed>,
     progress: Arc<ClusterProgress>,
+    /// Bumped on every change, for [`Lists::settled`].
+    changes: watch::Sender<u64>,
 }
 
-impl InitialLists {
+impl Lists {
     pub fn new(progress: Arc<ClusterProgress>) -> Self {
-        InitialLists {
-            pending: Mutex::default(),
+        Lists {
+            owed: Mutex::default(),
             progress,
+            changes: watch::Sender::new(0),
         }
     }
 
@@ -35,45 +61,133 @@ impl InitialLists {
         self.lock().generation = generation;
     }
 
-    /// A watcher starts: its list is owed, and its first list when `first`.
-    pub fn expect(&self, key: TargetKey, first: bool) {
-        let mut owed = self.lock();
-        if first {
-            owed.first.insert(key.clone());
-        }
-        owed.any.insert(key);
+    /// A watcher starts: its list is owed; the cluster waits for it when `holds`.
+    pub fn start(&self, key: TargetKey, target: &Target, holds: bool) -> Arc<TypeProgress> {
+        let r = &target.resource;
+        let progress = self.progress.watch_type(TypeInfo {
+            id: TypeId {
+                group: r.group.clone(),
+                version: r.version.clone(),
+                resource: r.plural.clone(),
+                namespace: target.namespace.clone(),
+            },
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            namespaced: target.namespaced,
+            rule: target.options.rule.clone(),
+        });
+        self.lock().running.insert(
+            key,
+            Watch {
+                owed: true,
+                holds,
+                failing: None,
+                progress: progress.clone(),
+            },
+        );
+        self.changed();
+        progress
     }
 
     /// A watcher's list is in storage.
     pub fn listed(&self, key: &TargetKey) {
-        let done = {
-            let mut owed = self.lock();
-            owed.first.remove(key);
-            owed.any.remove(key);
-            owed.any.is_empty().then_some(owed.generation)
-        };
-        if let Some(generation) = done {
-            self.progress.audited(generation);
+        if let Some(watch) = self.lock().running.get_mut(key) {
+            watch.owed = false;
+            watch.failing = None;
+            watch.progress.set_state(TypeState::Synced);
         }
-        self.refresh();
+        self.changed();
+    }
+
+    /// A watcher cannot list or watch its type now.
+    pub fn failing(&self, key: &TargetKey, error: TypeError) {
+        if let Some(watch) = self.lock().running.get_mut(key) {
+            watch.failing = Some(error);
+            watch.progress.set_state(TypeState::Error(error));
+        }
+        self.changed();
+    }
+
+    /// A failing watcher is back: it lists again, or follows changes if it had listed.
+    pub fn resumed(&self, key: &TargetKey) {
+        if let Some(watch) = self.lock().running.get_mut(key) {
+            watch.failing = None;
+            watch.progress.set_state(if watch.owed {
+                TypeState::Syncing
+            } else {
+                TypeState::Synced
+            });
+        }
+        self.changed();
     }
 
     /// A watcher stopped; whatever it owed is no longer owed.
-    pub fn dropped(&self, key: &TargetKey) {
-        self.listed(key);
+    pub fn stopped(&self, key: &TargetKey) {
+        let removed = self.lock().running.remove(key);
+        if let Some(watch) = removed {
+            self.progress.unwatch_type(&watch.progress);
+        }
+        self.changed();
     }
 
-    /// After an error: the state the cluster is in again once its watchers are back.
+    /// The targets changed: documents they no longer cover are to be removed once the
+    /// new watchers have listed.
+    pub fn owe_sweep(&self) {
+        self.lock().sweep = true;
+        self.changed();
+    }
+
+    pub fn swept(&self) {
+        self.lock().sweep = false;
+        self.changed();
+    }
+
+    /// Every running watcher has listed (or cannot list): what they cover is in storage.
+    pub async fn settled(&self) {
+        let mut changes = self.changes.subscribe();
+        loop {
+            if !self.lock().running.values().any(Watch::waited_for) {
+                return;
+            }
+            if changes.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// After an error, or a change of what is owed: the state the cluster is in. Set
+    /// under the lock, so two tasks never leave an older answer last.
     pub fn refresh(&self) {
-        let state = if self.lock().first.is_empty() {
-            SyncState::Synced
-        } else {
+        let owed = self.lock();
+        let failing: Vec<TypeError> = owed.running.values().filter_map(|w| w.failing).collect();
+        let state = if !owed.running.is_empty() && failing.len() == owed.running.len() {
+            // Nothing can be listed: the cluster's credentials, or the cluster.
+            if failing.contains(&TypeError::Unreachable) {
+                SyncState::Error(Reason::Unreachable)
+            } else {
+                SyncState::Error(Reason::Unauthorized)
+            }
+        } else if owed.sweep || owed.running.values().any(|w| w.holds && w.waited_for()) {
             SyncState::Syncing
+        } else {
+            SyncState::Synced
         };
         self.progress.set_state(state);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Owed> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    fn changed(&self) {
+        let audited = {
+            let owed = self.lock();
+            (!owed.running.values().any(Watch::waited_for)).then_some(owed.generation)
+        };
+        if let Some(generation) = audited {
+            self.progress.audited(generation);
+        }
+        self.refresh();
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Owed> {
+        self.owed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -6,7 +6,32 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use time::OffsetDateTime;
 
+use crate::type_status::TypeId;
+
 type Labels = Vec<(&'static str, String)>;
+
+/// A watched type's labels: its cluster, group, version, resource and namespace (empty
+/// for every namespace).
+#[derive(Debug, Clone)]
+pub(crate) struct TypeLabels(Labels);
+
+impl TypeLabels {
+    pub fn new(cluster: &str, id: &TypeId) -> Self {
+        TypeLabels(vec![
+            ("cluster", cluster.to_owned()),
+            ("group", id.group.clone()),
+            ("version", id.version.clone()),
+            ("resource", id.resource.clone()),
+            ("namespace", id.namespace.clone().unwrap_or_default()),
+        ])
+    }
+
+    fn with_state(&self, state: &str) -> Labels {
+        let mut labels = self.0.clone();
+        labels.push(("state", state.to_owned()));
+        labels
+    }
+}
 
 #[derive(Clone, Default)]
 pub struct SyncMetrics {
@@ -15,6 +40,9 @@ pub struct SyncMetrics {
     last_event: Family<Labels, Gauge>,
     audited: Family<Labels, Gauge>,
     audit_policy: Gauge,
+    type_state: Family<Labels, Gauge>,
+    type_objects: Family<Labels, Gauge>,
+    type_last_event: Family<Labels, Gauge>,
 }
 
 impl std::fmt::Debug for SyncMetrics {
@@ -56,7 +84,53 @@ impl SyncMetrics {
              the policy's while it is re-audited and re-indexed",
             metrics.audited.clone(),
         );
+        registry.register(
+            "karpor_syncer_type_state",
+            "1 for the state each watched type is in (syncing, synced, or the reason it cannot \
+             be listed: forbidden, gone, invalid, unauthorized, unreachable), 0 for the others",
+            metrics.type_state.clone(),
+        );
+        registry.register(
+            "karpor_syncer_type_objects",
+            "Documents of each watched type in storage, as last counted",
+            metrics.type_objects.clone(),
+        );
+        registry.register(
+            "karpor_syncer_type_last_event_timestamp_seconds",
+            "Unix time of the last watch event per watched type",
+            metrics.type_last_event.clone(),
+        );
         metrics
+    }
+
+    /// 1 for `state`, 0 for every other of `states`.
+    pub(crate) fn set_type_state(&self, labels: &TypeLabels, state: &str, states: &[&str]) {
+        for candidate in states {
+            self.type_state
+                .get_or_create(&labels.with_state(candidate))
+                .set(i64::from(*candidate == state));
+        }
+    }
+
+    pub(crate) fn type_objects(&self, labels: &TypeLabels, objects: u64) {
+        self.type_objects
+            .get_or_create(&labels.0)
+            .set(i64::try_from(objects).unwrap_or(i64::MAX));
+    }
+
+    pub(crate) fn type_last_event(&self, labels: &TypeLabels, at: OffsetDateTime) {
+        self.type_last_event
+            .get_or_create(&labels.0)
+            .set(at.unix_timestamp());
+    }
+
+    /// Drops a type's series once it is no longer watched.
+    pub(crate) fn forget_type(&self, labels: &TypeLabels, states: &[&str]) {
+        for state in states {
+            self.type_state.remove(&labels.with_state(state));
+        }
+        self.type_objects.remove(&labels.0);
+        self.type_last_event.remove(&labels.0);
     }
 
     /// 1 for `state`, 0 for every other of `states`.

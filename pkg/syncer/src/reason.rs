@@ -4,6 +4,8 @@
 use karpor_health::Reason;
 use kube::runtime::watcher;
 
+use crate::type_status::TypeError;
+
 pub fn of_kube(error: &kube::Error) -> Reason {
     match error {
         kube::Error::Api(response) if matches!(response.code, 401 | 403) => Reason::Unauthorized,
@@ -12,19 +14,35 @@ pub fn of_kube(error: &kube::Error) -> Reason {
     }
 }
 
-/// `None` for what the watcher recovers from by itself (410 Gone: it relists).
-pub fn of_watch(error: &watcher::Error) -> Option<Reason> {
+/// What a failed request says of the type it was for.
+pub fn type_error(error: &kube::Error) -> TypeError {
+    match error {
+        kube::Error::Api(response) => of_status(response.code),
+        kube::Error::Auth(_) => TypeError::Unauthorized,
+        _ => TypeError::Unreachable,
+    }
+}
+
+fn of_status(code: u16) -> TypeError {
+    match code {
+        401 => TypeError::Unauthorized,
+        403 => TypeError::Forbidden,
+        404 => TypeError::Gone,
+        400 | 422 => TypeError::Invalid,
+        _ => TypeError::Unreachable,
+    }
+}
+
+/// A watcher's error, as its type's; `None` for what the watcher recovers from by
+/// itself (410 Gone: it relists).
+pub fn of_type(error: &watcher::Error) -> Option<TypeError> {
     match error {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => Some(of_kube(e)),
+        | watcher::Error::WatchFailed(e) => Some(type_error(e)),
         watcher::Error::WatchError(response) if response.code == 410 => None,
-        watcher::Error::WatchError(response) if matches!(response.code, 401 | 403) => {
-            Some(Reason::Unauthorized)
-        }
-        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => {
-            Some(Reason::Unreachable)
-        }
+        watcher::Error::WatchError(response) => Some(of_status(response.code)),
+        watcher::Error::NoResourceVersion => Some(TypeError::Unreachable),
     }
 }
 

@@ -1,62 +1,108 @@
 //! Which resources of which cluster to watch, and how: sync rules matched against a
 //! cluster and resolved against the cluster's discovery (never against plural spellings).
 
-use std::collections::{BTreeMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use karpor_core::model::{Cluster, ClusterSelector, ResourceSelector, SyncRule, Transform};
+use karpor_core::model::{
+    Cluster, ClusterSelector, ResourceSelector, SyncRule, Transform, TransformMode,
+};
 use kube::discovery::{verbs, ApiCapabilities, ApiResource, Scope};
 
 use crate::policy::Ingest;
 use crate::transform::{ObjectType, Trimmer};
 
-/// The rule used when the metadata store holds none: the workload, network and config
-/// objects people search for, and the disruption budgets `pdb-missing` reads. Events are
-/// left out (high churn, little to find).
-pub fn default_rule() -> SyncRule {
-    let resources = [
-        ("", "namespaces"),
-        ("", "pods"),
-        ("", "services"),
-        ("", "configmaps"),
-        ("", "secrets"),
-        ("", "serviceaccounts"),
-        ("", "persistentvolumeclaims"),
-        ("", "persistentvolumes"),
-        ("", "nodes"),
-        ("apps", "deployments"),
-        ("apps", "statefulsets"),
-        ("apps", "daemonsets"),
-        ("apps", "replicasets"),
-        ("batch", "jobs"),
-        ("batch", "cronjobs"),
-        ("networking.k8s.io", "ingresses"),
-        ("policy", "poddisruptionbudgets"),
-    ];
-    SyncRule {
-        name: "default".to_owned(),
-        description: "built-in: used while no sync rule is stored".to_owned(),
+/// The built-in rule's name: every type, in full.
+pub const DEFAULT_RULE: &str = "default";
+/// The built-in rule that keeps only the metadata of types whose bodies are large copies
+/// of what other objects hold.
+pub const DEFAULT_METADATA_RULE: &str = "default-metadata-only";
+
+/// Types a `*` resource does not select, with why: they change so often, or are so many,
+/// that they would swamp storage, and what they say is found elsewhere. A selector that
+/// names one (`resource: events`) syncs it.
+pub const NOT_BY_WILDCARD: [(&str, &str, &str); 5] = [
+    ("", "events", "one per state change of any object, gone after an hour: a stream, not state"),
+    ("events.k8s.io", "events", "the same Events under their newer API"),
+    (
+        "coordination.k8s.io",
+        "leases",
+        "renewed every few seconds by every node and every leader-elected controller",
+    ),
+    (
+        "",
+        "endpoints",
+        "rewritten whenever a Pod behind a Service turns ready or not; Services and Pods are synced",
+    ),
+    ("discovery.k8s.io", "endpointslices", "the same, in slices"),
+];
+
+/// Groups a `*` group does not select, with why: they serve again, under a second name,
+/// objects another group serves, and one object would be two documents fighting over
+/// one id. A selector that names the group syncs it.
+pub const ALIAS_GROUPS: [(&str, &str); 1] = [(
+    "extensions",
+    "its types are served by apps, networking.k8s.io and policy too (Ingresses since 1.14)",
+)];
+
+/// The built-in rules, used while the metadata store holds no sync rule: every watchable
+/// type, custom resources included (discovered, so a new CRD is synced without anything
+/// to do), but the high-churn ones (`NOT_BY_WILDCARD`); CustomResourceDefinitions and
+/// ControllerRevisions as metadata only (their bodies are schemas and copies of pod
+/// templates: large, and searched by name).
+pub fn default_rules() -> Vec<SyncRule> {
+    let selector = |group: &str, resource: &str| ResourceSelector {
+        group: group.to_owned(),
+        version: "*".to_owned(),
+        resource: resource.to_owned(),
+    };
+    let rule = |name: &str, description: &str, resources| SyncRule {
+        name: name.to_owned(),
+        description: description.to_owned(),
         clusters: ClusterSelector::All,
-        resources: resources
-            .into_iter()
-            .map(|(group, resource)| ResourceSelector {
-                group: group.to_owned(),
-                version: "*".to_owned(),
-                resource: resource.to_owned(),
-            })
-            .collect(),
+        resources,
         namespaces: Vec::new(),
         label_selector: None,
         field_selector: None,
         transform: Transform::default(),
         keep_after_delete: false,
-    }
+    };
+    let mut metadata = rule(
+        DEFAULT_METADATA_RULE,
+        "built-in, while no sync rule is stored: large bodies kept as metadata only",
+        vec![
+            selector("apiextensions.k8s.io", "customresourcedefinitions"),
+            selector("apps", "controllerrevisions"),
+        ],
+    );
+    metadata.transform.mode = TransformMode::MetadataOnly;
+    vec![
+        rule(
+            DEFAULT_RULE,
+            "built-in, while no sync rule is stored: every type but the high-churn ones",
+            vec![selector("*", "*")],
+        ),
+        metadata,
+    ]
 }
 
-/// The rules that apply to `cluster`, in name order; the default rule when none is stored.
+/// A rule as a cluster sync follows it, with its stored version (none for a built-in).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionedRule {
+    pub rule: SyncRule,
+    pub version: Option<i64>,
+}
+
+/// A cluster's rules, as the supervisor hands them to its sync (a change is applied
+/// without restarting it).
+pub type RulesSeen = tokio::sync::watch::Receiver<Arc<Vec<VersionedRule>>>;
+
+/// The rules that apply to `cluster`, in name order; the built-in ones when none is
+/// stored.
 pub fn rules_for(cluster: &Cluster, stored: &[SyncRule]) -> Vec<SyncRule> {
     if stored.is_empty() {
-        return vec![default_rule()];
+        return default_rules();
     }
     let mut rules: Vec<SyncRule> = stored
         .iter()
@@ -67,7 +113,8 @@ pub fn rules_for(cluster: &Cluster, stored: &[SyncRule]) -> Vec<SyncRule> {
     rules
 }
 
-fn selects(selector: &ClusterSelector, cluster: &Cluster) -> bool {
+/// Whether a rule's cluster selector picks `cluster`.
+pub fn selects(selector: &ClusterSelector, cluster: &Cluster) -> bool {
     match selector {
         ClusterSelector::All => true,
         ClusterSelector::Names(names) => names.iter().any(|n| n == &cluster.name),
@@ -113,6 +160,7 @@ pub struct WatchOptions {
 #[derive(Debug, Clone)]
 pub struct Target {
     pub resource: ApiResource,
+    pub namespaced: bool,
     pub namespace: Option<String>,
     pub options: Arc<WatchOptions>,
 }
@@ -151,68 +199,114 @@ impl Target {
 pub struct Discovered {
     pub resource: ApiResource,
     pub capabilities: ApiCapabilities,
-    /// Served at the group's preferred version (what a `*` version picks).
+    /// The version a `*` version picks: the group's preferred one when it serves the
+    /// resource, else the most stable that does (batch/v1beta1 CronJobs before 1.21).
     pub preferred: bool,
 }
 
-/// The watchers `rules` ask for among `discovered`. A resource type selected by several
-/// rules is watched by the first in name order only.
+impl Discovered {
+    pub fn watchable(&self) -> bool {
+        self.capabilities.supports_operation(verbs::LIST)
+            && self.capabilities.supports_operation(verbs::WATCH)
+    }
+}
+
+/// The watchers `rules` ask for among `discovered`, in discovery's order. A resource
+/// type selected by several rules is watched once, by the rule that names it most
+/// precisely (its resource named over `*`, then its group, then its version), the first
+/// in name order among equals: two watchers of overlapping scopes would purge each
+/// other's documents after their lists.
 pub fn resolve(rules: &[SyncRule], discovered: &[Discovered], ingest: &Arc<Ingest>) -> Vec<Target> {
-    let mut claimed = HashSet::new();
-    let mut targets = Vec::new();
-    for rule in rules {
-        let options = Arc::new(WatchOptions {
-            rule: rule.name.clone(),
-            label_selector: rule.label_selector.clone().filter(|s| !s.is_empty()),
-            field_selector: rule.field_selector.clone().filter(|s| !s.is_empty()),
-            trimmer: Trimmer::new(&rule.transform),
-            keep_after_delete: rule.keep_after_delete,
-            ingest: ingest.clone(),
-        });
-        for d in discovered {
-            let watchable = d.capabilities.supports_operation(verbs::LIST)
-                && d.capabilities.supports_operation(verbs::WATCH);
-            if !watchable || !rule.resources.iter().any(|s| matches(s, d)) {
-                continue;
-            }
-            let namespaces: Vec<Option<String>> =
-                if d.capabilities.scope == Scope::Namespaced && !rule.namespaces.is_empty() {
-                    rule.namespaces.iter().cloned().map(Some).collect()
-                } else {
-                    vec![None]
-                };
-            // One rule per type: two watchers of overlapping scopes would purge each
-            // other's documents after their relists.
-            let r = &d.resource;
-            if !claimed.insert((r.group.clone(), r.plural.clone())) {
-                continue;
-            }
-            targets.extend(namespaces.into_iter().map(|namespace| Target {
-                resource: r.clone(),
-                namespace,
-                options: options.clone(),
-            }));
+    let options: Vec<Arc<WatchOptions>> = rules
+        .iter()
+        .map(|rule| {
+            Arc::new(WatchOptions {
+                rule: rule.name.clone(),
+                label_selector: rule.label_selector.clone().filter(|s| !s.is_empty()),
+                field_selector: rule.field_selector.clone().filter(|s| !s.is_empty()),
+                trimmer: Trimmer::new(&rule.transform),
+                keep_after_delete: rule.keep_after_delete,
+                ingest: ingest.clone(),
+            })
+        })
+        .collect();
+    // (group, plural) to its best claim and where it was discovered.
+    let mut claims: HashMap<(&str, &str), (Claim, usize)> = HashMap::new();
+    for (at, d) in discovered.iter().enumerate() {
+        if !d.watchable() {
+            continue;
         }
+        for (index, rule) in rules.iter().enumerate() {
+            let Some(precision) = rule.resources.iter().filter_map(|s| precision(s, d)).max()
+            else {
+                continue;
+            };
+            let claim = (precision, Reverse(index));
+            let key = (d.resource.group.as_str(), d.resource.plural.as_str());
+            match claims.get(&key) {
+                Some((best, _)) if *best >= claim => {}
+                _ => {
+                    claims.insert(key, (claim, at));
+                }
+            }
+        }
+    }
+    let mut won: Vec<(usize, usize)> = claims
+        .into_values()
+        .map(|((_, Reverse(rule)), at)| (at, rule))
+        .collect();
+    won.sort_unstable();
+    let mut targets = Vec::new();
+    for (at, index) in won {
+        let (d, rule) = (&discovered[at], &rules[index]);
+        let namespaces: Vec<Option<String>> =
+            if d.capabilities.scope == Scope::Namespaced && !rule.namespaces.is_empty() {
+                rule.namespaces.iter().cloned().map(Some).collect()
+            } else {
+                vec![None]
+            };
+        targets.extend(namespaces.into_iter().map(|namespace| Target {
+            resource: d.resource.clone(),
+            namespaced: d.capabilities.scope == Scope::Namespaced,
+            namespace,
+            options: options[index].clone(),
+        }));
     }
     targets
 }
 
-fn matches(selector: &ResourceSelector, d: &Discovered) -> bool {
+/// How precisely a selector names a type: resource, group, version named (not `*`).
+type Precision = (bool, bool, bool);
+
+/// A rule's claim on a type: the more precise wins, then the earlier rule.
+type Claim = (Precision, Reverse<usize>);
+
+/// `None` when `selector` does not select `d`.
+fn precision(selector: &ResourceSelector, d: &Discovered) -> Option<Precision> {
     let r = &d.resource;
     let version = if selector.version == "*" {
         d.preferred
     } else {
         selector.version == r.version
     };
-    (selector.group == "*" || selector.group == r.group)
-        && version
-        && (selector.resource == "*" || selector.resource == r.plural)
+    let group = selector.group == r.group
+        || (selector.group == "*" && !ALIAS_GROUPS.iter().any(|(g, _)| *g == r.group));
+    let resource = selector.resource == r.plural
+        || (selector.resource == "*"
+            && !NOT_BY_WILDCARD
+                .iter()
+                .any(|(g, plural, _)| *g == r.group && *plural == r.plural));
+    (version && group && resource).then_some((
+        selector.resource != "*",
+        selector.group != "*",
+        selector.version != "*",
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use karpor_core::model::Kubeconfig;
+    use karpor_core::model::{Kubeconfig, Record};
 
     fn audit() -> Arc<Ingest> {
         Arc::new(Ingest::default())
@@ -269,7 +363,7 @@ mod tests {
                     resource: r.to_string(),
                 })
                 .collect(),
-            ..default_rule()
+            ..default_rules().remove(0)
         }
     }
 
@@ -340,7 +434,7 @@ mod tests {
     #[test]
     fn clusters_are_chosen_by_name_or_label_and_the_default_applies_when_none_is_stored() {
         let c = cluster(&[("env", "prod"), ("tier", "1")]);
-        assert_eq!(rules_for(&c, &[]), vec![default_rule()]);
+        assert_eq!(rules_for(&c, &[]), default_rules());
         let mut by_name = rule("n", &[("", "v1", "pods")]);
         by_name.clusters = ClusterSelector::Names(vec!["prod".into()]);
         let mut by_label = rule("l", &[("", "v1", "pods")]);
@@ -362,5 +456,119 @@ mod tests {
         assert!(!label_selector_matches("a!=1", &labels));
         assert!(!label_selector_matches("b", &labels));
         assert!(label_selector_matches("", &labels));
+    }
+
+    #[test]
+    fn a_star_leaves_out_high_churn_types_and_alias_groups_until_named() {
+        let found = vec![
+            discovered("", "v1", "Event", "events", true),
+            discovered("events.k8s.io", "v1", "Event", "events", true),
+            discovered("coordination.k8s.io", "v1", "Lease", "leases", true),
+            discovered("", "v1", "Endpoints", "endpoints", true),
+            discovered(
+                "discovery.k8s.io",
+                "v1",
+                "EndpointSlice",
+                "endpointslices",
+                true,
+            ),
+            discovered("extensions", "v1", "Ingress", "ingresses", true),
+            discovered("", "v1", "Pod", "pods", true),
+        ];
+        let every = resolve(&[rule("r", &[("*", "*", "*")])], &found, &audit());
+        assert_eq!(plurals(&every), ["v1/pods"]);
+        let core = resolve(&[rule("r", &[("", "*", "*")])], &found, &audit());
+        assert_eq!(plurals(&core), ["v1/pods"]);
+        let named = resolve(
+            &[rule("r", &[("*", "*", "events"), ("extensions", "*", "*")])],
+            &found,
+            &audit(),
+        );
+        assert_eq!(
+            plurals(&named),
+            [
+                "v1/events",
+                "events.k8s.io/v1/events",
+                "extensions/v1/ingresses"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_most_precise_rule_wins_a_type_then_the_first_by_name() {
+        let rules = [
+            rule("a-everything", &[("*", "*", "*")]),
+            rule("b-group", &[("networking.k8s.io", "*", "*")]),
+            rule("c-configmaps", &[("", "*", "configmaps")]),
+            rule("d-configmaps", &[("", "v1", "configmaps")]),
+        ];
+        let targets = resolve(&rules, &all(), &audit());
+        let owners: Vec<(String, &str)> = targets
+            .iter()
+            .map(|t| (t.resource.plural.clone(), t.options.rule.as_str()))
+            .collect();
+        assert_eq!(
+            owners,
+            [
+                ("namespaces".to_owned(), "a-everything"),
+                ("configmaps".to_owned(), "d-configmaps"),
+                ("ingresses".to_owned(), "b-group"),
+                ("widgets".to_owned(), "a-everything"),
+            ]
+            .iter()
+            .map(|(p, r)| (p.clone(), *r))
+            .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn the_built_in_rules_sync_custom_resources_and_keep_only_metadata_of_large_bodies() {
+        let mut found = all();
+        found.push(discovered(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+        ));
+        found.push(discovered("", "v1", "Event", "events", true));
+        let targets = resolve(&default_rules(), &found, &audit());
+        let owners: Vec<(&str, &str)> = targets
+            .iter()
+            .map(|t| (t.resource.kind.as_str(), t.options.rule.as_str()))
+            .collect();
+        assert_eq!(
+            owners,
+            [
+                ("Namespace", DEFAULT_RULE),
+                ("ConfigMap", DEFAULT_RULE),
+                ("Ingress", DEFAULT_RULE),
+                ("Widget", DEFAULT_RULE),
+                ("CustomResourceDefinition", DEFAULT_METADATA_RULE),
+            ]
+        );
+        for rule in default_rules() {
+            assert_eq!(rule.validate(), Ok(()), "{}", rule.name);
+        }
+    }
+
+    /// docs/syncer.md gives the reason for each type a `*` leaves out.
+    #[test]
+    fn the_docs_list_every_type_a_star_leaves_out() {
+        let docs = include_str!("../../../docs/syncer.md");
+        for (group, plural, _) in NOT_BY_WILDCARD {
+            let named = if group.is_empty() {
+                format!("`{plural}`")
+            } else {
+                format!("`{plural}.{group}`")
+            };
+            assert!(
+                docs.contains(&named),
+                "docs/syncer.md does not explain {named}"
+            );
+        }
+        for (group, _) in ALIAS_GROUPS {
+            assert!(docs.contains(&format!("`{group}`")), "{group}");
+        }
     }
 }

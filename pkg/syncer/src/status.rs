@@ -9,6 +9,7 @@ use karpor_health::Reason;
 use time::OffsetDateTime;
 
 use crate::metrics::SyncMetrics;
+use crate::type_status::{TypeId, TypeInfo, TypeProgress, TypeSnapshot};
 
 /// Where a cluster's sync stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +51,22 @@ pub struct ClusterProgress {
     /// The audit policy generation all of the cluster's documents were last listed with
     /// (0: none yet).
     audited: AtomicU64,
+    /// Each watched type's progress.
+    types: RwLock<BTreeMap<TypeId, Arc<TypeProgress>>>,
+    /// The rules its watchers follow now.
+    rules: RwLock<Vec<RuleInForce>>,
+    /// Raised by every write to storage (documents, deletions, purges): what the type
+    /// counts wait for.
+    writes: AtomicU64,
     metrics: SyncMetrics,
+}
+
+/// A sync rule a cluster's watchers follow, at the version they follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleInForce {
+    pub name: String,
+    /// The stored record's version; `None` for a built-in rule.
+    pub version: Option<i64>,
 }
 
 /// A cluster's status at one moment, for the API.
@@ -65,6 +81,10 @@ pub struct ClusterSnapshot {
     pub server_version: Option<String>,
     /// How long that check's `/version` took, in milliseconds.
     pub latency_ms: Option<u64>,
+    /// The rules in force for it (once its watchers follow them).
+    pub rules: Vec<RuleInForce>,
+    /// Each watched type, by group, version, resource and namespace.
+    pub types: Vec<TypeSnapshot>,
 }
 
 impl ClusterProgress {
@@ -77,6 +97,9 @@ impl ClusterProgress {
             last_event_ms: AtomicI64::new(0),
             server: RwLock::new(None),
             audited: AtomicU64::new(0),
+            types: RwLock::default(),
+            rules: RwLock::default(),
+            writes: AtomicU64::new(0),
             metrics,
         };
         progress
@@ -123,6 +146,7 @@ impl ClusterProgress {
     }
 
     pub fn objects_written(&self, n: usize) {
+        self.wrote();
         self.objects.fetch_add(n as u64, Ordering::Relaxed);
         self.metrics.objects_written(&self.name, n);
     }
@@ -133,6 +157,54 @@ impl ClusterProgress {
         if generation > was {
             self.metrics.audited(&self.name, generation);
         }
+    }
+
+    /// A watcher starts: its type's progress, fresh.
+    pub(crate) fn watch_type(&self, info: TypeInfo) -> Arc<TypeProgress> {
+        let progress = Arc::new(TypeProgress::new(&self.name, info, self.metrics.clone()));
+        let replaced = self
+            .types
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(progress.id().clone(), progress.clone());
+        if let Some(old) = replaced {
+            old.forget();
+        }
+        progress
+    }
+
+    /// A watcher stopped (unless another already took its type over).
+    pub(crate) fn unwatch_type(&self, progress: &Arc<TypeProgress>) {
+        let mut types = self.types.write().unwrap_or_else(PoisonError::into_inner);
+        if types
+            .get(progress.id())
+            .is_some_and(|current| Arc::ptr_eq(current, progress))
+        {
+            types.remove(progress.id());
+            progress.forget();
+        }
+    }
+
+    pub(crate) fn types(&self) -> Vec<Arc<TypeProgress>> {
+        self.types
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn set_rules(&self, rules: Vec<RuleInForce>) {
+        *self.rules.write().unwrap_or_else(PoisonError::into_inner) = rules;
+    }
+
+    /// Storage changed for this cluster.
+    pub(crate) fn wrote(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
     }
 
     /// What the cluster's health check learnt of its API server.
@@ -156,6 +228,12 @@ impl ClusterProgress {
                 .flatten(),
             server_version: server.as_ref().map(|(v, _)| v.clone()),
             latency_ms: server.map(|(_, l)| l),
+            rules: self
+                .rules
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            types: self.types().iter().map(|t| t.snapshot()).collect(),
         }
     }
 }
@@ -228,10 +306,14 @@ impl SyncStatus {
     }
 
     pub(crate) fn forget(&self, name: &str) {
-        self.clusters
+        let removed = self
+            .clusters
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(name);
+        for progress in removed.iter().flat_map(|c| c.types()) {
+            progress.forget();
+        }
         self.metrics.forget(name, &SyncState::NAMES);
     }
 

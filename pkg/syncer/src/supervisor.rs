@@ -1,7 +1,8 @@
 //! Keeps one cluster sync per registered cluster, following the metadata store: clusters
-//! and sync rules are listed, then watched; an added cluster starts, a changed one (its
-//! kubeconfig, labels or rules) restarts, a removed one stops and its documents go.
-//! While the metadata store is unreachable the running syncs carry on unchanged.
+//! and sync rules are listed, then watched; an added cluster starts, a changed record
+//! restarts its sync, changed rules are handed to the running sync (which applies them
+//! without a restart), a removed cluster stops and its documents go. While the metadata
+//! store is unreachable the running syncs carry on unchanged.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,7 +24,7 @@ use crate::check::{cluster_check, ClusterCheck};
 use crate::cluster::{ClusterRun, ClusterSync};
 use crate::outage::{self, Recoveries};
 use crate::policy::{Ingest, IngestPolicy};
-use crate::rules::rules_for;
+use crate::rules::{rules_for, VersionedRule};
 use crate::status::SyncStatus;
 use crate::SyncSettings;
 
@@ -39,7 +40,9 @@ pub struct Supervisor {
 }
 
 struct Running {
+    /// Of the cluster's record: a change restarts the sync.
     fingerprint: u64,
+    rules: tokio::sync::watch::Sender<Arc<Vec<VersionedRule>>>,
     sync: ClusterSync,
 }
 
@@ -125,19 +128,24 @@ impl Supervisor {
 
     async fn reconcile(&self, state: &mut State) -> Result<(), StoreError> {
         let clusters = self.metastore.list_all::<Cluster>().await?;
-        let rules: Vec<SyncRule> = self
-            .metastore
-            .list_all::<SyncRule>()
-            .await?
-            .into_iter()
-            .map(|s| s.record)
+        let stored_rules = self.metastore.list_all::<SyncRule>().await?;
+        let versions: BTreeMap<String, i64> = stored_rules
+            .iter()
+            .map(|s| (s.record.name.clone(), s.version))
             .collect();
+        let rules: Vec<SyncRule> = stored_rules.into_iter().map(|s| s.record).collect();
         self.follow_ingest_policy(state).await?;
-        let mut wanted: BTreeMap<String, (Cluster, Vec<SyncRule>, u64)> = BTreeMap::new();
+        let mut wanted: BTreeMap<String, (Cluster, Vec<VersionedRule>, u64)> = BTreeMap::new();
         for stored in clusters {
             let cluster = stored.record;
-            let rules = rules_for(&cluster, &rules);
-            let fingerprint = fingerprint(&cluster, &rules);
+            let rules = rules_for(&cluster, &rules)
+                .into_iter()
+                .map(|rule| VersionedRule {
+                    version: versions.get(&rule.name).copied(),
+                    rule,
+                })
+                .collect();
+            let fingerprint = fingerprint(&cluster);
             wanted.insert(cluster.name.clone(), (cluster, rules, fingerprint));
         }
         let gone: Vec<String> = state
@@ -160,13 +168,21 @@ impl Supervisor {
         }
         for (name, (cluster, rules, fingerprint)) in wanted {
             state.orphans.remove(&name);
+            let rules = Arc::new(rules);
             if let Some(running) = state.running.get(&name) {
                 if running.fingerprint == fingerprint {
+                    running.rules.send_if_modified(|current| {
+                        let changed = **current != *rules;
+                        if changed {
+                            *current = rules.clone();
+                        }
+                        changed
+                    });
                     continue;
                 }
                 tracing::info!(
                     cluster = name,
-                    "cluster or its rules changed; restarting its sync"
+                    "cluster record changed; restarting its sync"
                 );
             }
             if let Some(old) = state.running.remove(&name) {
@@ -178,9 +194,10 @@ impl Supervisor {
             // Its `must_ready` override, if any, is the checker's to apply.
             self.health
                 .register(Arc::new(check), Membership::READYZ, None);
+            let (rules, rules_seen) = tokio::sync::watch::channel(rules);
             let sync = ClusterSync::start(ClusterRun {
                 cluster,
-                rules,
+                rules: rules_seen,
                 storage: self.storage.clone(),
                 progress,
                 client,
@@ -189,7 +206,14 @@ impl Supervisor {
                 recoveries: state.recoveries.clone(),
                 policy: state.policy.subscribe(),
             });
-            state.running.insert(name, Running { fingerprint, sync });
+            state.running.insert(
+                name,
+                Running {
+                    fingerprint,
+                    rules,
+                    sync,
+                },
+            );
         }
         if !state.swept {
             self.find_orphans(state).await;
@@ -280,13 +304,10 @@ impl Supervisor {
     }
 }
 
-/// Changes whenever what a sync does changes: the cluster record or its rules.
-fn fingerprint(cluster: &Cluster, rules: &[SyncRule]) -> u64 {
+/// Changes whenever the cluster record does (its kubeconfig, labels, names).
+fn fingerprint(cluster: &Cluster) -> u64 {
     let mut hasher = DefaultHasher::new();
     serde_json::to_string(cluster)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    serde_json::to_string(rules)
         .unwrap_or_default()
         .hash(&mut hasher);
     hasher.finish()

@@ -10,20 +10,27 @@ use kube::api::DynamicObject;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use time::OffsetDateTime;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
-use crate::lists::InitialLists;
-use crate::rules::Target;
-use crate::status::{ClusterProgress, SyncState};
+use crate::lists::Lists;
+use crate::rules::{Target, TargetKey};
+use crate::status::ClusterProgress;
+use crate::type_status::TypeProgress;
 use crate::writer::Op;
 
 pub struct Watcher {
     pub client: Client,
     pub target: Target,
+    pub key: TargetKey,
     pub writer: mpsc::Sender<Op>,
     pub progress: Arc<ClusterProgress>,
-    pub lists: Arc<InitialLists>,
+    /// Its type's own progress.
+    pub type_progress: Arc<TypeProgress>,
+    pub lists: Arc<Lists>,
+    /// For a watcher of CustomResourceDefinitions: told of each change, so the cluster
+    /// discovers the new (or gone) type at once.
+    pub crds_changed: Option<Arc<Notify>>,
 }
 
 impl Watcher {
@@ -32,9 +39,12 @@ impl Watcher {
         let Watcher {
             client,
             target,
+            key,
             writer,
             progress,
+            type_progress,
             lists,
+            crds_changed,
         } = self;
         let api: Api<DynamicObject> = match &target.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &target.resource),
@@ -52,7 +62,7 @@ impl Watcher {
         let cluster = progress.name().to_owned();
         let mut events = watcher(api, config).default_backoff().boxed();
         let mut list_began: Option<OffsetDateTime> = None;
-        let mut first_list = Some((lists.clone(), target.key()));
+        let mut first_list = Some((lists.clone(), key.clone()));
         let mut failing = false;
         loop {
             let event = tokio::select! {
@@ -62,28 +72,37 @@ impl Watcher {
             let event = match event {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
-                    if let Some(reason) = crate::reason::of_watch(&e) {
+                    if let Some(error) = crate::reason::of_type(&e) {
                         if !failing {
-                            let error = crate::reason::describe_watch(&e);
+                            let detail = crate::reason::describe_watch(&e);
                             tracing::warn!(
                                 cluster,
                                 kind = object_type.kind,
-                                error,
-                                "watch failed; retrying with backoff"
+                                api_version = object_type.api_version,
+                                reason = error.as_str(),
+                                error = detail,
+                                "cannot list or watch this type; retrying with backoff"
                             );
                         }
                         failing = true;
-                        progress.set_state(SyncState::Error(reason));
+                        lists.failing(&key, error);
                     }
                     continue;
                 }
                 None => return,
             };
+            let now = OffsetDateTime::now_utc();
             progress.event_seen();
+            type_progress.event_seen(now);
             if failing {
                 failing = false;
                 tracing::info!(cluster, kind = object_type.kind, "watch resumed");
-                lists.refresh();
+                lists.resumed(&key);
+            }
+            if let Some(notify) = &crds_changed {
+                if matches!(event, watcher::Event::Apply(_) | watcher::Event::Delete(_)) {
+                    notify.notify_one();
+                }
             }
             let op = match event {
                 watcher::Event::Init => {

@@ -15,10 +15,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::lists::InitialLists;
+use crate::lists::Lists;
 use crate::policy::PolicySeen;
 use crate::rules::TargetKey;
 use crate::status::ClusterProgress;
+use crate::sweep::Coverage;
 
 /// What a watcher asks of storage.
 #[derive(Debug)]
@@ -39,7 +40,14 @@ pub enum Op {
         namespace: Option<String>,
         before: OffsetDateTime,
         /// The watcher's first list: storage now holds it.
-        first_list: Option<(Arc<InitialLists>, TargetKey)>,
+        first_list: Option<(Arc<Lists>, TargetKey)>,
+    },
+    /// The cluster's documents of what the targets no longer cover (written before
+    /// `before`) are gone.
+    Sweep {
+        coverage: Coverage,
+        before: OffsetDateTime,
+        lists: Arc<Lists>,
     },
 }
 
@@ -177,16 +185,44 @@ impl Writer {
         let cluster = self.progress.name().to_owned();
         match op {
             Op::Upsert(_) => unreachable!("upserts are batched"),
-            Op::Delete { uid } => self
-                .retry("delete a document", || storage.delete(&cluster, &uid))
-                .await
-                .is_some(),
-            Op::SoftDelete { uid, at } => self
-                .retry("mark a document deleted", || {
+            Op::Delete { uid } => {
+                self.progress.wrote();
+                self.retry("delete a document", || storage.delete(&cluster, &uid))
+                    .await
+                    .is_some()
+            }
+            Op::SoftDelete { uid, at } => {
+                self.progress.wrote();
+                self.retry("mark a document deleted", || {
                     storage.soft_delete(&cluster, &uid, at)
                 })
                 .await
-                .is_some(),
+                .is_some()
+            }
+            Op::Sweep {
+                coverage,
+                before,
+                lists,
+            } => {
+                let removed = self
+                    .retry("remove documents no rule selects", || {
+                        crate::sweep::sweep(storage.as_ref(), &cluster, &coverage, before)
+                    })
+                    .await;
+                let Some(removed) = removed else {
+                    return false;
+                };
+                if removed > 0 {
+                    self.progress.wrote();
+                    tracing::info!(
+                        cluster,
+                        removed,
+                        "removed documents the sync rules no longer select"
+                    );
+                }
+                lists.swept();
+                true
+            }
             Op::Purge {
                 api_version,
                 kind,
@@ -206,6 +242,7 @@ impl Writer {
                     })
                     .await;
                 let Some(purged) = purged else { return false };
+                self.progress.wrote();
                 if purged > 0 {
                     tracing::debug!(cluster, kind, purged, "purged documents a list did not see");
                 }

@@ -1,7 +1,9 @@
 //! The syncer against the test script's real kube-apiservers (and a private one this test
 //! may kill): objects created, changed and deleted in the clusters appear, change and
 //! vanish in storage; Secret values never reach it; selectors are honoured; a removed
-//! cluster leaves nothing; a dead cluster or a dead storage is caught up with.
+//! cluster leaves nothing; a dead cluster or a dead storage is caught up with; a rule
+//! narrowed, widened, retargeted and deleted leaves storage equal to what the rules
+//! select; the built-in rules pick up a custom resource whose CRD comes later.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use karpor_health::{
 };
 use karpor_metastore::{Metastore, MetastoreConfig};
 use karpor_storage::{ElasticConfig, RefreshPolicy, Storage, StorageConfig};
-use karpor_syncer::{SyncSettings, Syncer, SyncerParts};
+use karpor_syncer::{RuleInForce, SyncSettings, SyncState, Syncer, SyncerParts, TypeState};
 use karpor_testkit::cluster::{
     configmaps, kube_name as unique, namespaces, secrets, widgets, Kube, Obj, LIMIT,
 };
@@ -39,6 +41,11 @@ struct Harness {
 
 impl Harness {
     async fn start(storage: Option<StorageConfig>) -> Harness {
+        Harness::start_with(storage, Duration::from_secs(2)).await
+    }
+
+    /// With discovery running again every `rediscover` only.
+    async fn start_with(storage: Option<StorageConfig>, rediscover: Duration) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let metastore = karpor_metastore::connect(&MetastoreConfig::Sqlite {
             path: dir.path().join("meta.db"),
@@ -61,7 +68,7 @@ impl Harness {
             HealthMetrics::new(&mut registry),
         );
         let mut settings = SyncSettings {
-            rediscover: Duration::from_secs(2),
+            rediscover,
             resync: Duration::from_secs(5),
             ..SyncSettings::default()
         };
@@ -103,6 +110,51 @@ impl Harness {
 
     async fn rule(&self, rule: SyncRule) {
         self.metastore.create(rule).await.unwrap();
+    }
+
+    /// Stores `rule` (created or replaced); its version.
+    async fn put_rule(&self, rule: SyncRule) -> i64 {
+        match self.metastore.get::<SyncRule>(&rule.name).await.unwrap() {
+            Some(current) => {
+                self.metastore
+                    .update(rule, current.version)
+                    .await
+                    .unwrap()
+                    .version
+            }
+            None => self.metastore.create(rule).await.unwrap().version,
+        }
+    }
+
+    /// Waits until `cluster` follows exactly `rules` (name and version) and has settled
+    /// under them: every watched type listed (or failing), what they no longer cover
+    /// swept.
+    async fn settled(&self, cluster: &str, rules: &[(&str, Option<i64>)]) {
+        let want: Vec<RuleInForce> = rules
+            .iter()
+            .map(|(name, version)| RuleInForce {
+                name: name.to_string(),
+                version: *version,
+            })
+            .collect();
+        let status = self.syncer.as_ref().unwrap().status();
+        let started = std::time::Instant::now();
+        loop {
+            let snapshot = status.cluster(cluster);
+            if let Some(s) = &snapshot {
+                if s.rules == want
+                    && s.state == SyncState::Synced
+                    && s.types.iter().all(|t| t.state != TypeState::Syncing)
+                {
+                    return;
+                }
+            }
+            assert!(
+                started.elapsed() < LIMIT,
+                "{cluster} did not settle under {want:?}: {snapshot:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Every document of `cluster` in `namespace` (or cluster-scoped ones named so):
@@ -527,6 +579,256 @@ async fn storage_that_stops_while_objects_change_ends_equal_to_the_cluster() {
 
     elastic.process.restart();
     converges(&h, &kube, "b", &ns, &[configmaps()]).await;
+    kube.delete_namespace(&ns).await;
+    h.stop().await;
+}
+
+/// The kinds of the documents `stored` compares.
+async fn kinds(h: &Harness, cluster: &str, namespace: &str) -> Vec<String> {
+    let mut kinds: Vec<String> = h
+        .stored(cluster, namespace)
+        .await
+        .into_values()
+        .map(|o| o.kind)
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// The invariant: after each change of a rule (narrowed, widened, retargeted,
+/// deleted), with objects created and deleted around it, storage ends exactly equal to
+/// what the rules then select, uid and resourceVersion alike; documents of types no
+/// longer selected go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_narrowed_widened_retargeted_and_deleted_leaves_storage_equal_to_what_it_selects() {
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_B").await;
+    let ns = unique("rules");
+    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+        .await;
+    let in_ns = Some(ns.as_str());
+    let serviceaccounts =
+        karpor_testkit::cluster::resource("", "v1", "ServiceAccount", "serviceaccounts");
+    for i in 0..3 {
+        kube.create(
+            &configmaps(),
+            in_ns,
+            json!({"metadata": {"name": format!("cm-{i}")}}),
+        )
+        .await;
+        kube.create(
+            &secrets(),
+            in_ns,
+            json!({"metadata": {"name": format!("s-{i}")}}),
+        )
+        .await;
+        kube.create(
+            &serviceaccounts,
+            in_ns,
+            json!({"metadata": {"name": format!("sa-{i}")}}),
+        )
+        .await;
+    }
+    let h = Harness::start(None).await;
+    let mut namespace_only = rule("a-namespace", &[("", "namespaces")], &[]);
+    namespace_only.field_selector = Some(format!("metadata.name={ns}"));
+    let a = h.put_rule(namespace_only).await;
+    let wide = rule(
+        "objects",
+        &[("", "configmaps"), ("", "secrets"), ("", "serviceaccounts")],
+        &[&ns],
+    );
+    let v = h.put_rule(wide.clone()).await;
+    h.register("b", kube.kubeconfig.clone()).await;
+    h.settled("b", &[("a-namespace", Some(a)), ("objects", Some(v))])
+        .await;
+    let everything = [
+        configmaps(),
+        secrets(),
+        serviceaccounts.clone(),
+        namespaces(),
+    ];
+    converges(&h, &kube, "b", &ns, &everything).await;
+
+    // Narrowed to ConfigMaps, with a Secret created and a ConfigMap deleted around it.
+    kube.create(&secrets(), in_ns, json!({"metadata": {"name": "s-new"}}))
+        .await;
+    kube.delete(&configmaps(), in_ns, "cm-0").await;
+    let v = h
+        .put_rule(rule("objects", &[("", "configmaps")], &[&ns]))
+        .await;
+    kube.create(
+        &configmaps(),
+        in_ns,
+        json!({"metadata": {"name": "cm-new"}}),
+    )
+    .await;
+    h.settled("b", &[("a-namespace", Some(a)), ("objects", Some(v))])
+        .await;
+    // Settled: nothing of a type no longer selected is left.
+    assert_eq!(kinds(&h, "b", &ns).await, ["ConfigMap", "Namespace"]);
+    converges(&h, &kube, "b", &ns, &[configmaps(), namespaces()]).await;
+
+    // Widened again.
+    kube.delete(&secrets(), in_ns, "s-1").await;
+    kube.patch(
+        &serviceaccounts,
+        &ns,
+        "sa-1",
+        json!({"metadata": {"labels": {"changed": "yes"}}}),
+    )
+    .await;
+    let v = h.put_rule(wide).await;
+    kube.delete(&serviceaccounts, in_ns, "sa-2").await;
+    h.settled("b", &[("a-namespace", Some(a)), ("objects", Some(v))])
+        .await;
+    converges(&h, &kube, "b", &ns, &everything).await;
+
+    // Retargeted: no rule selects the cluster any more, so nothing of it stays.
+    let mut elsewhere = rule("objects", &[("", "configmaps")], &[&ns]);
+    elsewhere.clusters = ClusterSelector::Names(vec!["another-cluster".into()]);
+    let v = h.put_rule(elsewhere).await;
+    let mut namespace_elsewhere = rule("a-namespace", &[("", "namespaces")], &[]);
+    namespace_elsewhere.clusters = ClusterSelector::Selector("env=elsewhere".into());
+    let a = h.put_rule(namespace_elsewhere).await;
+    kube.create(
+        &configmaps(),
+        in_ns,
+        json!({"metadata": {"name": "cm-unseen"}}),
+    )
+    .await;
+    h.settled("b", &[]).await;
+    let _ = (a, v);
+    assert_eq!(h.storage.count(Some("b")).await.unwrap(), 0);
+
+    // Deleted: the built-in rules apply again (every type), and storage follows the
+    // namespace's objects of every kind.
+    h.metastore
+        .delete::<SyncRule>("objects", None)
+        .await
+        .unwrap();
+    h.metastore
+        .delete::<SyncRule>("a-namespace", None)
+        .await
+        .unwrap();
+    kube.delete(&configmaps(), in_ns, "cm-1").await;
+    h.settled(
+        "b",
+        &[
+            (karpor_syncer::DEFAULT_RULE, None),
+            (karpor_syncer::DEFAULT_METADATA_RULE, None),
+        ],
+    )
+    .await;
+    converges(&h, &kube, "b", &ns, &everything).await;
+    kube.delete_namespace(&ns).await;
+    h.stop().await;
+}
+
+/// With no rule stored, the built-in rules sync every type: a custom resource whose CRD
+/// is created after the sync settled is synced without a restart, and without waiting
+/// for the next periodic discovery (an hour away here): the built-in rules watch CRDs,
+/// and a change of one makes the cluster discover at once. The CRD itself is stored as
+/// metadata only; once the CRD goes, so do its objects' documents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_built_in_rules_sync_a_custom_resource_whose_crd_comes_later() {
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
+    let ns = unique("crd-later");
+    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+        .await;
+    let h = Harness::start_with(None, Duration::from_secs(3600)).await;
+    h.register("a", kube.kubeconfig.clone()).await;
+    h.settled(
+        "a",
+        &[
+            (karpor_syncer::DEFAULT_RULE, None),
+            (karpor_syncer::DEFAULT_METADATA_RULE, None),
+        ],
+    )
+    .await;
+
+    let group = format!("{}.karpor.test", unique("db"));
+    let databases = karpor_testkit::cluster::resource(&group, "v1", "Database", "databases");
+    let crds = karpor_testkit::cluster::resource(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    let crd_name = format!("databases.{group}");
+    kube.create(
+        &crds,
+        None,
+        json!({
+            "metadata": {"name": crd_name},
+            "spec": {
+                "group": group, "scope": "Namespaced",
+                "names": {"plural": "databases", "singular": "database", "kind": "Database"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]
+            }
+        }),
+    )
+    .await;
+    let api = kube.api(&databases, Some(&ns));
+    wait_for(LIMIT, "the Database CRD is served", || {
+        let api = api.clone();
+        async move { api.list(&Default::default()).await.is_ok() }
+    })
+    .await;
+    kube.create(
+        &databases,
+        Some(&ns),
+        json!({"metadata": {"name": "orders"}, "spec": {"engine": "postgres"}}),
+    )
+    .await;
+    converges(&h, &kube, "a", &ns, &[databases.clone(), namespaces()]).await;
+    let stored = |sql: String| {
+        let storage = h.storage.clone();
+        async move {
+            let query = karpor_search::parse(&sql).unwrap();
+            storage.search(&query, 0, 10).await.unwrap().items
+        }
+    };
+    let found = stored(format!(
+        "select * from resources where cluster = 'a' and kind = 'Database' and namespace = '{ns}'"
+    ))
+    .await;
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].object["spec"]["engine"], "postgres");
+    let crd = stored(format!(
+        "select * from resources where cluster = 'a' and kind = 'CustomResourceDefinition' and name = '{crd_name}'"
+    ))
+    .await;
+    assert_eq!(crd.len(), 1, "the CRD is synced");
+    assert!(
+        crd[0].object.get("spec").is_none(),
+        "metadata only: {}",
+        crd[0].object
+    );
+    let status = h.syncer.as_ref().unwrap().status().cluster("a").unwrap();
+    let database = status.types.iter().find(|t| t.group == group).unwrap();
+    assert_eq!(
+        (
+            database.kind.as_str(),
+            database.rule.as_str(),
+            database.namespaced
+        ),
+        ("Database", karpor_syncer::DEFAULT_RULE, true)
+    );
+
+    kube.delete(&crds, None, &crd_name).await;
+    let storage = h.storage.clone();
+    let gone = karpor_search::parse(&format!(
+        "select * from resources where cluster = 'a' and apiVersion = '{group}/v1'"
+    ))
+    .unwrap();
+    wait_for(LIMIT, "the custom resources' documents are gone", || {
+        let (storage, gone) = (storage.clone(), gone.clone());
+        async move { storage.search(&gone, 0, 1).await.unwrap().total == 0 }
+    })
+    .await;
     kube.delete_namespace(&ns).await;
     h.stop().await;
 }

@@ -1,7 +1,8 @@
 //! A cluster as the API answers it: Karpor's `Cluster` resource (`apiVersion`, `kind`,
 //! `metadata`, `spec`, `status`), so Karpor's clients read what they expect, with
 //! karpor's own fields beside it (never instead): the flat names, the masked kubeconfig
-//! (admins only), its summary, times, version and the sync status.
+//! (admins only), its summary, times, version and the sync status (with its rules and
+//! each watched type's state).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use karpor_core::model::Cluster;
 use karpor_kube::{kubeconfig, Summary};
 use karpor_metastore::Stored;
-use karpor_syncer::SyncState;
+use karpor_syncer::{SyncState, TypeSnapshot, TypeState};
 use kube::config::Kubeconfig;
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -119,6 +120,62 @@ pub struct SyncView {
     /// Documents in storage for the cluster now (null when storage cannot say within a
     /// second).
     pub objects_stored: Option<u64>,
+    /// The sync rules its watchers follow (`version` null for a built-in rule); null
+    /// when unknown.
+    pub rules: Option<Vec<RuleInForceView>>,
+    /// Each watched type (per namespace when its rule lists namespaces); null when
+    /// unknown.
+    pub types: Option<Vec<TypeView>>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RuleInForceView {
+    pub name: String,
+    pub version: Option<i64>,
+}
+
+/// One watched type of a cluster.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeView {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub resource: String,
+    pub namespaced: bool,
+    /// The namespace its watcher is limited to, when its rule lists namespaces.
+    pub namespace: Option<String>,
+    /// The sync rule that watches it.
+    pub rule: String,
+    /// `syncing`, `synced` or `error`.
+    pub state: &'static str,
+    /// Why it cannot be listed (`error`): `forbidden`, `gone`, `invalid`, `unauthorized`
+    /// or `unreachable`. An error of one type leaves the others syncing.
+    pub reason: Option<&'static str>,
+    /// Its documents in storage, as last counted.
+    pub objects: Option<u64>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_event: Option<OffsetDateTime>,
+}
+
+fn type_view(t: &TypeSnapshot) -> TypeView {
+    TypeView {
+        group: t.group.clone(),
+        version: t.version.clone(),
+        kind: t.kind.clone(),
+        resource: t.resource.clone(),
+        namespaced: t.namespaced,
+        namespace: t.namespace.clone(),
+        rule: t.rule.clone(),
+        state: t.state.as_str(),
+        reason: match t.state {
+            TypeState::Error(e) => Some(e.as_str()),
+            _ => None,
+        },
+        objects: t.objects,
+        last_event: t.last_event,
+    }
 }
 
 /// Karpor's name for a kind of credential.
@@ -243,6 +300,18 @@ pub async fn view(
             objects_synced: snapshot.as_ref().map(|s| s.objects_synced),
             last_event: snapshot.as_ref().and_then(|s| s.last_event),
             objects_stored,
+            rules: snapshot.as_ref().map(|s| {
+                s.rules
+                    .iter()
+                    .map(|r| RuleInForceView {
+                        name: r.name.clone(),
+                        version: r.version,
+                    })
+                    .collect()
+            }),
+            types: snapshot
+                .as_ref()
+                .map(|s| s.types.iter().map(type_view).collect()),
         },
     }
 }

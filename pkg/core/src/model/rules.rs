@@ -70,24 +70,156 @@ impl Record for SyncRule {
         &self.name
     }
 
+    /// Each problem names its field (`resources[1].version: ...`), so a user finds it in
+    /// the file they wrote.
     fn validate(&self) -> Result<(), String> {
-        validate_name(&self.name).map_err(|e| e.to_string())?;
-        if let ClusterSelector::Names(names) = &self.clusters {
-            for name in names {
-                validate_name(name).map_err(|e| format!("clusters: {e}"))?;
+        validate_name(&self.name).map_err(|e| format!("name: {e}"))?;
+        match &self.clusters {
+            ClusterSelector::All => {}
+            ClusterSelector::Names(names) => {
+                for (i, name) in names.iter().enumerate() {
+                    validate_name(name).map_err(|e| format!("clusters.names[{i}]: {e}"))?;
+                }
             }
+            ClusterSelector::Selector(selector) => validate_cluster_selector(selector)
+                .map_err(|e| format!("clusters.selector: {e}"))?,
         }
         if self.resources.is_empty() {
-            return Err("resources is empty: name at least one, or \"*\"".to_owned());
+            return Err(
+                "resources: empty; name at least one ({group, version, resource}, each may be \"*\")"
+                    .to_owned(),
+            );
         }
-        for r in &self.resources {
-            if r.version.is_empty() || r.resource.is_empty() {
-                return Err("resources: version and resource are required".to_owned());
+        for (i, r) in self.resources.iter().enumerate() {
+            r.validate().map_err(|e| format!("resources[{i}].{e}"))?;
+        }
+        for (i, namespace) in self.namespaces.iter().enumerate() {
+            validate_name(namespace).map_err(|e| format!("namespaces[{i}]: {e}"))?;
+        }
+        for (field, selector) in [
+            ("labelSelector", &self.label_selector),
+            ("fieldSelector", &self.field_selector),
+        ] {
+            if let Some(selector) = selector {
+                validate_object_selector(selector).map_err(|e| format!("{field}: {e}"))?;
+            }
+        }
+        for (i, path) in self.transform.trim.iter().enumerate() {
+            if path.is_empty() || path.split('.').any(str::is_empty) {
+                return Err(format!(
+                    "transform.trim[{i}]: {path:?} is not a dot path (spec.template.spec.containers)"
+                ));
             }
         }
         Ok(())
     }
 }
+
+impl ResourceSelector {
+    /// `field: problem`, for the rule to prefix with the selector's place.
+    fn validate(&self) -> Result<(), String> {
+        if self.group != "*" && !is_group(&self.group) {
+            return Err(format!(
+                "group: {:?} is not an API group (\"\" is the core group, \"*\" every group)",
+                self.group
+            ));
+        }
+        if self.version.is_empty() {
+            return Err("version: required (a version such as v1, or \"*\" for the one the API server prefers)".to_owned());
+        }
+        if self.version != "*" && validate_name(&self.version).is_err() {
+            return Err(format!("version: {:?} is not an API version", self.version));
+        }
+        if self.resource.is_empty() {
+            return Err(
+                "resource: required (a plural name such as deployments, or \"*\")".to_owned(),
+            );
+        }
+        if self.resource != "*" && validate_name(&self.resource).is_err() {
+            return Err(format!(
+                "resource: {:?} is not a resource's plural name (lowercase, as `kubectl api-resources` lists it)",
+                self.resource
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An API group: a lowercase DNS subdomain (`apps`, `example.com`), or empty for the core
+/// group.
+fn is_group(group: &str) -> bool {
+    group.is_empty()
+        || (group.len() <= 253 && group.split('.').all(|part| validate_name(part).is_ok()))
+}
+
+/// The selector the syncer matches cluster labels with: equality terms (`a=b`, `a==b`,
+/// `a!=b`, `a`, `!a`) joined by commas. Set terms (`in`, `notin`) are refused rather than
+/// read as something else.
+fn validate_cluster_selector(selector: &str) -> Result<(), String> {
+    if selector.trim().is_empty() {
+        return Err("empty; use \"*\" for every cluster".to_owned());
+    }
+    for term in selector.split(',').map(str::trim) {
+        let (key, value) = if let Some((k, v)) = term.split_once("!=") {
+            (k, Some(v))
+        } else if let Some((k, v)) = term.split_once('=') {
+            (k, Some(v.strip_prefix('=').unwrap_or(v)))
+        } else {
+            (term.strip_prefix('!').unwrap_or(term), None)
+        };
+        let key = key.trim();
+        if !is_label_key(key) {
+            return Err(format!(
+                "{term:?}: terms are KEY=VALUE, KEY!=VALUE, KEY or !KEY, joined by commas"
+            ));
+        }
+        if let Some(value) = value {
+            let value = value.trim();
+            if !value.is_empty() && !is_label_name(value) {
+                return Err(format!("{term:?}: {value:?} is not a label value"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A label key: an optional DNS-subdomain prefix and `/`, then a name.
+fn is_label_key(key: &str) -> bool {
+    match key.rsplit_once('/') {
+        Some((prefix, name)) => {
+            prefix.len() <= 253
+                && prefix.split('.').all(|part| validate_name(part).is_ok())
+                && is_label_name(name)
+        }
+        None => is_label_name(key),
+    }
+}
+
+/// 1 to 63 letters, digits, `-`, `_` and `.`, beginning and ending with a letter or digit.
+fn is_label_name(name: &str) -> bool {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    name.len() <= 63
+        && alnum(name.chars().next())
+        && alnum(name.chars().last())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Object selectors go to the API server as they are (it parses them, set terms
+/// included): only what cannot be one is refused here.
+fn validate_object_selector(selector: &str) -> Result<(), String> {
+    if selector.len() > MAX_SELECTOR {
+        return Err(format!("longer than {MAX_SELECTOR} characters"));
+    }
+    if selector.chars().any(char::is_control) {
+        return Err("holds control characters".to_owned());
+    }
+    Ok(())
+}
+
+/// Longer label or field selectors than this are refused: no real one is near it.
+const MAX_SELECTOR: usize = 4096;
 
 /// How to group resources in the insight views: by these fields of a document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,5 +244,85 @@ impl Record for ResourceGroupRule {
             return Err("fields is empty".to_owned());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule() -> SyncRule {
+        let selector = |group: &str, version: &str, resource: &str| ResourceSelector {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+        };
+        SyncRule {
+            name: "apps".into(),
+            description: String::new(),
+            clusters: ClusterSelector::Selector(
+                "env=prod, tier!=2, !canary, example.com/team".into(),
+            ),
+            resources: vec![
+                selector("apps", "*", "deployments"),
+                selector("*", "*", "*"),
+            ],
+            namespaces: vec!["web".into()],
+            label_selector: Some("app in (a, b)".into()),
+            field_selector: None,
+            transform: Transform {
+                mode: TransformMode::Full,
+                trim: vec!["spec.template".into()],
+            },
+            keep_after_delete: false,
+        }
+    }
+
+    #[test]
+    fn a_good_rule_passes_and_each_problem_names_its_field() {
+        assert_eq!(rule().validate(), Ok(()));
+        type Break = fn(&mut SyncRule);
+        let cases: [(Break, &str); 10] = [
+            (|r| r.name = "Apps".into(), "name: "),
+            (
+                |r| r.clusters = ClusterSelector::Names(vec!["ok".into(), "Not ok".into()]),
+                "clusters.names[1]: ",
+            ),
+            (
+                |r| r.clusters = ClusterSelector::Selector("env in (prod)".into()),
+                "clusters.selector: ",
+            ),
+            (|r| r.resources.clear(), "resources: empty"),
+            (
+                |r| r.resources[1].version.clear(),
+                "resources[1].version: required",
+            ),
+            (
+                |r| r.resources[0].group = "Apps".into(),
+                "resources[0].group: ",
+            ),
+            (
+                |r| r.resources[1].resource = "Pods".into(),
+                "resources[1].resource: ",
+            ),
+            (|r| r.namespaces.push("a_b".into()), "namespaces[1]: "),
+            (
+                |r| r.field_selector = Some("a=\u{0}".into()),
+                "fieldSelector: ",
+            ),
+            (
+                |r| r.transform.trim.push("spec..x".into()),
+                "transform.trim[1]: ",
+            ),
+        ];
+        for (break_it, field) in cases {
+            let mut r = rule();
+            break_it(&mut r);
+            let problem = r.validate().unwrap_err();
+            assert!(
+                problem.starts_with(field),
+                "{problem:?} should start {field:?}"
+            );
+        }
     }
 }

@@ -1,0 +1,490 @@
+//! Sync rules: which resources of which clusters the syncer keeps in storage. List, get,
+//! create, update and delete (compare-and-swap on `version`), with the built-in rules
+//! shown while no rule is stored; and a dry run: what a stored or proposed rule would
+//! select in each cluster, and how many objects each type has there now.
+
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use karpor_core::model::{
+    validate_name, Cluster, ClusterSelector, Record, ResourceSelector, SyncRule, Transform,
+};
+use karpor_metastore::Stored;
+use karpor_syncer::{DryRun, DryRunError, Selection};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::auth::Principal;
+use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::openapi::{Errors, NamePath};
+use crate::AppState;
+
+/// What `DELETE /sync-rule/{name}` answers.
+const DELETED: &str = "SyncRule deleted";
+/// How long a dry run may take per cluster (discovery and counts).
+const DRY_RUN_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(read, create, update, remove))
+        .routes(routes!(dry_run))
+}
+
+/// `"*"` (every cluster), `{"names": [...]}` or `{"selector": "env=prod,tier!=1"}`
+/// (equality terms on the cluster's labels).
+#[derive(ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // for the document only: handlers read core's `ClusterSelector`
+pub enum ClusterSelectorDoc {
+    #[schema(example = "*")]
+    All(String),
+    Names {
+        names: Vec<String>,
+    },
+    Selector {
+        selector: String,
+    },
+}
+
+/// A group, version and resource (plural); `*` in any part matches every value, except
+/// that a `*` resource leaves out the high-churn types (events, leases, endpoints,
+/// endpointslices) and a `*` group the alias group `extensions`.
+#[derive(ToSchema)]
+#[allow(dead_code)] // for the document only
+pub struct ResourceSelectorDoc {
+    /// `""` is the core group.
+    #[schema(example = "apps")]
+    group: Option<String>,
+    /// `*`: the version the API server prefers.
+    #[schema(example = "*")]
+    version: String,
+    #[schema(example = "deployments")]
+    resource: String,
+}
+
+/// How documents are trimmed before they are stored.
+#[derive(ToSchema)]
+#[allow(dead_code)] // for the document only
+pub struct TransformDoc {
+    /// `full` (default) or `metadataOnly` (`apiVersion`, `kind`, `metadata`).
+    #[schema(example = "metadataOnly")]
+    mode: Option<String>,
+    /// Dot paths to drop, through arrays (`spec.template.spec.containers.env`).
+    trim: Option<Vec<String>>,
+}
+
+/// A rule's body (`name` is the path's; the body may repeat it). Unknown fields are
+/// refused.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SyncRuleBody {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    #[schema(value_type = ClusterSelectorDoc)]
+    pub clusters: ClusterSelector,
+    #[schema(value_type = Vec<ResourceSelectorDoc>, min_items = 1)]
+    pub resources: Vec<ResourceSelector>,
+    /// Namespaces to sync namespaced types in; empty: all.
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    /// Sent to the API server with each list and watch.
+    #[serde(default)]
+    pub label_selector: Option<String>,
+    #[serde(default)]
+    pub field_selector: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<TransformDoc>)]
+    pub transform: Transform,
+    /// Keep a document marked deleted when its object goes.
+    #[serde(default)]
+    pub keep_after_delete: bool,
+}
+
+impl SyncRuleBody {
+    /// The record it makes, named `name`: every problem names its field.
+    fn record(self, name: String) -> Result<SyncRule, ApiError> {
+        validate_name(&name).map_err(|e| ApiError::bad_request(format!("name: {e}")))?;
+        if let Some(named) = &self.name {
+            if *named != name {
+                return Err(ApiError::bad_request(format!(
+                    "name: {named:?} in the body is not the path's {name:?}"
+                )));
+            }
+        }
+        let rule = SyncRule {
+            name,
+            description: self.description,
+            clusters: self.clusters,
+            resources: self.resources,
+            namespaces: self.namespaces,
+            label_selector: self.label_selector,
+            field_selector: self.field_selector,
+            transform: self.transform,
+            keep_after_delete: self.keep_after_delete,
+        };
+        rule.validate().map_err(ApiError::bad_request)?;
+        Ok(rule)
+    }
+}
+
+/// A rule as answered: its fields, and karpor's `version` and times (none for a
+/// built-in rule).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncRuleView {
+    pub name: String,
+    pub description: String,
+    #[schema(value_type = ClusterSelectorDoc)]
+    pub clusters: ClusterSelector,
+    #[schema(value_type = Vec<ResourceSelectorDoc>)]
+    pub resources: Vec<ResourceSelector>,
+    pub namespaces: Vec<String>,
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    #[schema(value_type = TransformDoc)]
+    pub transform: Transform,
+    pub keep_after_delete: bool,
+    /// Built into karpor: in force while no rule is stored; store one of the same name
+    /// to change it.
+    pub built_in: bool,
+    /// Whether the syncer follows it now (a built-in rule only while none is stored).
+    pub in_force: bool,
+    /// The stored record's version (compare-and-swap: `?version=`); null when built in.
+    pub version: Option<i64>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub created_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub updated_at: Option<OffsetDateTime>,
+}
+
+impl SyncRuleView {
+    fn of(rule: SyncRule, stored: Option<&Stored<SyncRule>>, built_in_in_force: bool) -> Self {
+        SyncRuleView {
+            name: rule.name,
+            description: rule.description,
+            clusters: rule.clusters,
+            resources: rule.resources,
+            namespaces: rule.namespaces,
+            label_selector: rule.label_selector,
+            field_selector: rule.field_selector,
+            transform: rule.transform,
+            keep_after_delete: rule.keep_after_delete,
+            built_in: stored.is_none(),
+            in_force: stored.is_some() || built_in_in_force,
+            version: stored.map(|s| s.version),
+            created_at: stored.map(|s| s.created_at),
+            updated_at: stored.map(|s| s.updated_at),
+        }
+    }
+
+    fn stored(rule: Stored<SyncRule>) -> Self {
+        SyncRuleView::of(rule.record.clone(), Some(&rule), false)
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SyncRuleList {
+    pub items: Vec<SyncRuleView>,
+    pub total: usize,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VersionParam {
+    /// Write only if the stored rule is at this version (409 otherwise); without it, the
+    /// version read just before.
+    pub version: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/sync-rules", operation_id = "listSyncRules", tag = "sync rules",
+    responses((status = 200, body = inline(Envelope<SyncRuleList>),
+        description = "the rules in force, by name: the stored ones, or the built-in ones while none is stored"),
+        Errors))]
+pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
+    let stored = state.metastore.list_all::<SyncRule>().await?;
+    let items: Vec<SyncRuleView> = if stored.is_empty() {
+        karpor_syncer::default_rules()
+            .into_iter()
+            .map(|rule| SyncRuleView::of(rule, None, true))
+            .collect()
+    } else {
+        stored.into_iter().map(SyncRuleView::stored).collect()
+    };
+    Ok(Reply::ok(SyncRuleList {
+        total: items.len(),
+        items,
+    }))
+}
+
+#[utoipa::path(get, path = "/sync-rule/{name}", operation_id = "getSyncRule", tag = "sync rules",
+    params(NamePath),
+    responses((status = 200, body = inline(Envelope<SyncRuleView>),
+        description = "the stored rule, or a built-in one (`builtIn: true`) not stored under its name"),
+        Errors))]
+pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    if let Some(stored) = state.metastore.get::<SyncRule>(&name).await? {
+        return Ok(Reply::ok(SyncRuleView::stored(stored)));
+    }
+    let Some(rule) = built_in(&name) else {
+        return Err(not_found(&name));
+    };
+    let none_stored = state.metastore.list_all::<SyncRule>().await?.is_empty();
+    Ok(Reply::ok(SyncRuleView::of(rule, None, none_stored)))
+}
+
+#[utoipa::path(post, path = "/sync-rule/{name}", operation_id = "createSyncRule", tag = "sync rules",
+    params(NamePath),
+    request_body = SyncRuleBody,
+    responses((status = 201,
+        links(
+            ("getSyncRule" = (operation_id = "getSyncRule", parameters(("name" = "$response.body#/data/name")))),
+            ("updateSyncRule" = (operation_id = "updateSyncRule", parameters(("name" = "$response.body#/data/name")))),
+            ("deleteSyncRule" = (operation_id = "deleteSyncRule", parameters(("name" = "$response.body#/data/name")))),
+        ),
+        body = inline(Envelope<SyncRuleView>),
+        description = "stored; the first stored rule replaces the built-in ones"),
+        Errors))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Extension(by): Extension<Principal>,
+    Path(name): Path<String>,
+    Json(body): Json<SyncRuleBody>,
+) -> ApiResult {
+    let rule = body.record(name)?;
+    let stored = state.metastore.create(rule).await?;
+    tracing::info!(rule = %stored.record.name, by = %by.name, "sync rule created");
+    Ok(Reply::created(SyncRuleView::stored(stored)))
+}
+
+#[utoipa::path(put, path = "/sync-rule/{name}", operation_id = "updateSyncRule", tag = "sync rules",
+    params(NamePath, VersionParam),
+    request_body = SyncRuleBody,
+    responses((status = 200, body = inline(Envelope<SyncRuleView>),
+        description = "replaced; every cluster it selects, or selected, follows it within one settle"),
+        Errors))]
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    Extension(by): Extension<Principal>,
+    Path(name): Path<String>,
+    Query(params): Query<VersionParam>,
+    Json(body): Json<SyncRuleBody>,
+) -> ApiResult {
+    let rule = body.record(name.clone())?;
+    let current = find(&state, &name).await?;
+    let stored = state
+        .metastore
+        .update(rule, params.version.unwrap_or(current.version))
+        .await?;
+    tracing::info!(rule = %name, by = %by.name, version = stored.version, "sync rule updated");
+    Ok(Reply::ok(SyncRuleView::stored(stored)))
+}
+
+#[utoipa::path(delete, path = "/sync-rule/{name}", operation_id = "deleteSyncRule", tag = "sync rules",
+    params(NamePath, VersionParam),
+    responses((status = 200, body = inline(Envelope<String>),
+        description = "`SyncRule deleted`; with no rule left, the built-in ones apply again"),
+        Errors))]
+pub(crate) async fn remove(
+    State(state): State<AppState>,
+    Extension(by): Extension<Principal>,
+    Path(name): Path<String>,
+    Query(params): Query<VersionParam>,
+) -> ApiResult {
+    let current = find(&state, &name).await?;
+    state
+        .metastore
+        .delete::<SyncRule>(&name, Some(params.version.unwrap_or(current.version)))
+        .await?;
+    tracing::info!(rule = %name, by = %by.name, "sync rule deleted");
+    Ok(Reply::ok(DELETED))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DryRunParams {
+    /// One cluster (whether the rule selects it or not); without it, every registered
+    /// cluster the rule selects.
+    pub cluster: Option<String>,
+}
+
+/// What a rule would select.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DryRunView {
+    pub rule: String,
+    pub clusters: Vec<ClusterDryRun>,
+}
+
+/// What a rule would select in one cluster.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterDryRun {
+    pub cluster: String,
+    /// Whether the rule's `clusters` selects this cluster.
+    pub selected: bool,
+    pub resources: Vec<SelectionView>,
+    /// Why the cluster could not be asked (its kubeconfig, or no answer in time).
+    pub error: Option<String>,
+}
+
+/// One type the rule selects, and its objects in the cluster now.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectionView {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub resource: String,
+    pub namespaced: bool,
+    /// The namespaces it would be watched in; empty: all.
+    pub namespaces: Vec<String>,
+    /// The rule that would watch it beside the other rules in force: this one, or one
+    /// that names the type more precisely (or as precisely, first by name).
+    pub watched_by: String,
+    /// Objects the rule's selectors select now, counted by the cluster.
+    pub objects: Option<u64>,
+    /// Why they could not be counted: `forbidden`, `gone`, `invalid` (a selector the API
+    /// server refuses), `unauthorized`, `unreachable`.
+    pub error: Option<&'static str>,
+}
+
+impl From<Selection> for SelectionView {
+    fn from(s: Selection) -> Self {
+        SelectionView {
+            group: s.group,
+            version: s.version,
+            kind: s.kind,
+            resource: s.resource,
+            namespaced: s.namespaced,
+            namespaces: s.namespaces,
+            watched_by: s.watched_by,
+            objects: s.objects,
+            error: s.error.map(|e| e.as_str()),
+        }
+    }
+}
+
+#[utoipa::path(post, path = "/sync-rule/{name}/dry-run", operation_id = "dryRunSyncRule", tag = "sync rules",
+    params(NamePath, DryRunParams),
+    request_body(content = SyncRuleBody,
+        description = "the proposed rule; without a body (no content type), the stored or built-in rule of that name"),
+    responses((status = 200, body = inline(Envelope<DryRunView>),
+        description = "per cluster: the types the rule selects (from discovery, as the syncer resolves them) and their objects now; nothing is stored"),
+        Errors))]
+pub(crate) async fn dry_run(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<DryRunParams>,
+    body: Option<Json<SyncRuleBody>>,
+) -> ApiResult {
+    let stored: Vec<SyncRule> = state
+        .metastore
+        .list_all::<SyncRule>()
+        .await?
+        .into_iter()
+        .map(|s| s.record)
+        .collect();
+    let rule = match body {
+        Some(Json(body)) => body.record(name.clone())?,
+        None => match stored.iter().find(|r| r.name == name) {
+            Some(rule) => rule.clone(),
+            None => built_in(&name).ok_or_else(|| not_found(&name))?,
+        },
+    };
+    // The rules beside it once it is stored: the stored ones (the built-in ones while
+    // none is, when it is one of them).
+    let others = if stored.is_empty() && built_in(&name).is_some() {
+        karpor_syncer::default_rules()
+    } else {
+        stored
+    };
+    let clusters: Vec<Cluster> = match &params.cluster {
+        Some(cluster) => vec![
+            state
+                .metastore
+                .get::<Cluster>(cluster)
+                .await?
+                .ok_or_else(|| ApiError::not_found(format!("cluster {cluster:?} not found")))?
+                .record,
+        ],
+        None => state
+            .metastore
+            .list_all::<Cluster>()
+            .await?
+            .into_iter()
+            .map(|c| c.record)
+            .filter(|c| karpor_syncer::selects(&rule.clusters, c))
+            .collect(),
+    };
+    let runs = clusters.iter().map(|cluster| {
+        let (rule, others, exec) = (&rule, &others, &state.exec);
+        async move {
+            let ran = tokio::time::timeout(
+                DRY_RUN_TIMEOUT,
+                karpor_syncer::dry_run(cluster, rule, others, exec),
+            )
+            .await;
+            answer(cluster, rule, ran)
+        }
+    });
+    let clusters = futures::future::join_all(runs).await;
+    Ok(Reply::ok(DryRunView {
+        rule: rule.name,
+        clusters,
+    }))
+}
+
+fn answer(
+    cluster: &Cluster,
+    rule: &SyncRule,
+    ran: Result<Result<DryRun, DryRunError>, tokio::time::error::Elapsed>,
+) -> ClusterDryRun {
+    let failed = |error: String| ClusterDryRun {
+        cluster: cluster.name.clone(),
+        selected: karpor_syncer::selects(&rule.clusters, cluster),
+        resources: Vec::new(),
+        error: Some(error),
+    };
+    match ran {
+        Ok(Ok(run)) => ClusterDryRun {
+            cluster: cluster.name.clone(),
+            selected: run.selects_cluster,
+            resources: run.resources.into_iter().map(SelectionView::from).collect(),
+            error: None,
+        },
+        Ok(Err(e)) => failed(e.to_string()),
+        Err(_) => failed(format!("no answer within {}s", DRY_RUN_TIMEOUT.as_secs())),
+    }
+}
+
+fn built_in(name: &str) -> Option<SyncRule> {
+    karpor_syncer::default_rules()
+        .into_iter()
+        .find(|r| r.name == name)
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::not_found(format!("sync rule {name:?} not found"))
+}
+
+/// The stored rule; a built-in one is not stored, so it cannot be updated or deleted
+/// (create one of its name instead).
+async fn find(state: &AppState, name: &str) -> Result<Stored<SyncRule>, ApiError> {
+    match state.metastore.get::<SyncRule>(name).await? {
+        Some(rule) => Ok(rule),
+        None if built_in(name).is_some() => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "sync rule {name:?} is built in and not stored: create a rule of that name to replace it"
+            ),
+        )),
+        None => Err(not_found(name)),
+    }
+}
