@@ -133,17 +133,19 @@ fn on(
 }
 
 /// A conjunct an index answers with few rows as a rule: equality or a list on the
-/// namespace, the name or the kind.
+/// namespace, the name or the kind, or on an indexed reference key (each is held by the
+/// few objects that own, name or select one thing). Without it the planner walks the
+/// cluster index in id order, every document of the cluster, to find a handful.
 fn narrows(expr: &Expr) -> bool {
     match expr {
         Expr::And(all) => all.iter().any(narrows),
         Expr::Compare {
-            field: Field::Namespace | Field::Name | Field::Kind,
+            field: Field::Namespace | Field::Name | Field::Kind | Field::Ref,
             op: Op::Eq,
             ..
         }
         | Expr::In {
-            field: Field::Namespace | Field::Name | Field::Kind,
+            field: Field::Namespace | Field::Name | Field::Kind | Field::Ref,
             negated: false,
             ..
         } => true,
