@@ -118,9 +118,10 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NotFound { .. } => ApiError::not_found(e.to_string()),
-            StoreError::AlreadyExists { .. } | StoreError::Conflict { .. } => {
-                ApiError::new(StatusCode::CONFLICT, e.to_string())
-            }
+            StoreError::AlreadyExists { .. }
+            | StoreError::Conflict { .. }
+            | StoreError::MemberAlive(_)
+            | StoreError::LeaseLost(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
             StoreError::Invalid(_) => ApiError::bad_request(e.to_string()),
             StoreError::Corrupt(_) => {
                 tracing::error!(error = %e, "metadata store");

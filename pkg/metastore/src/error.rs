@@ -29,6 +29,10 @@ pub enum StoreError {
     Compacted(i64),
     #[error("stored data is unreadable: {0}")]
     Corrupt(String),
+    #[error("member {0:?} is already alive (its lease has not expired)")]
+    MemberAlive(String),
+    #[error("the lease of member {0:?} expired or was revoked")]
+    LeaseLost(String),
 }
 
 impl From<SecretError> for StoreError {

@@ -2,13 +2,17 @@
 //! mod revision; creates, updates and deletes are transactions that compare first, so a
 //! stale version is a `Conflict` and never an overwrite. The change feed is an etcd watch.
 //! The client is made on first use and kept; its channel reconnects by itself.
+//!
+//! Members and claims are keys under `{prefix}/members/` and `{prefix}/claims/` attached
+//! to the member's etcd lease, so they vanish when it expires or is revoked. Neither is a
+//! kind, so lists never reach them and the change feed skips them.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, Event, EventType, GetOptions,
-    Identity, TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions, WatchResponse,
+    Identity, PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse, WatchOptions, WatchResponse,
 };
 use futures::StreamExt;
 use karpor_core::model::Kind;
@@ -16,9 +20,14 @@ use tokio::sync::OnceCell;
 
 use crate::config::{EtcdConfig, EtcdTls};
 use crate::store::{
-    Change, ChangeOp, ChangeStream, ListRequest, MetadataStore, RawPage, RawRecord, Revision,
+    Change, ChangeOp, ChangeStream, Claim, ListRequest, Member, MemberLease, MetadataStore,
+    RawPage, RawRecord, Revision,
 };
 use crate::StoreError;
+
+/// The key segments of members and claims, beside the kinds'.
+const MEMBERS: &str = "members";
+const CLAIMS: &str = "claims";
 
 pub struct EtcdStore {
     endpoints: Vec<String>,
@@ -72,6 +81,31 @@ impl EtcdStore {
 
     fn key(&self, kind: Kind, name: &str) -> String {
         format!("{}{name}", self.kind_prefix(kind))
+    }
+
+    fn member_key(&self, member: &str) -> String {
+        format!("{}/{MEMBERS}/{member}", self.prefix)
+    }
+
+    fn claim_key(&self, cluster: &str) -> String {
+        format!("{}/{CLAIMS}/{cluster}", self.prefix)
+    }
+
+    /// Every key under `{prefix}/{segment}/`, with the rest of its key.
+    async fn under(
+        &self,
+        segment: &str,
+    ) -> Result<Vec<(String, etcd_client::KeyValue)>, StoreError> {
+        let mut client = self.client().await?;
+        let prefix = format!("{}/{segment}/", self.prefix);
+        let response = client
+            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(from_etcd)?;
+        let mut kvs = response.kvs().to_vec();
+        kvs.drain(..)
+            .map(|kv| Ok((utf8(kv.key())?[prefix.len()..].to_owned(), kv)))
+            .collect()
     }
 
     /// After a failed compare: absent is `NotFound`, present is `Conflict`.
@@ -348,6 +382,140 @@ impl MetadataStore for EtcdStore {
         .flatten();
         Ok(changes.boxed())
     }
+    async fn join(&self, member: &str, ttl: Duration) -> Result<MemberLease, StoreError> {
+        let mut client = self.client().await?;
+        // etcd counts whole seconds and raises a TTL below its minimum; the answer says.
+        let seconds = i64::try_from(ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0))
+            .unwrap_or(i64::MAX)
+            .max(1);
+        let granted = client.lease_grant(seconds, None).await.map_err(from_etcd)?;
+        let id = granted.id();
+        let key = self.member_key(member);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key,
+                id.to_string(),
+                Some(PutOptions::new().with_lease(id)),
+            )]);
+        let joined = client.txn(txn).await.map_err(from_etcd);
+        if !matches!(&joined, Ok(response) if response.succeeded()) {
+            // Nothing holds the lease: give it back rather than wait for it to expire.
+            let _ = client.lease_revoke(id).await;
+            joined?;
+            return Err(StoreError::MemberAlive(member.to_owned()));
+        }
+        Ok(MemberLease {
+            member: member.to_owned(),
+            id,
+            ttl: Duration::from_secs(granted.ttl().unsigned_abs()),
+        })
+    }
+
+    async fn renew(&self, lease: &MemberLease) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        // One keep-alive round trip: etcd-client sends the first request and reads its
+        // answer before returning (a TTL of 0 there is "lease not found"); both ends are
+        // dropped here, closing the stream.
+        match client.lease_keep_alive(lease.id).await {
+            Ok(_) => Ok(()),
+            Err(e) if lease_gone(&e) => Err(StoreError::LeaseLost(lease.member.clone())),
+            Err(e) => Err(from_etcd(e)),
+        }
+    }
+
+    async fn leave(&self, lease: &MemberLease) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        match client.lease_revoke(lease.id).await {
+            Ok(_) => Ok(()),
+            Err(e) if lease_gone(&e) => Ok(()),
+            Err(e) => Err(from_etcd(e)),
+        }
+    }
+
+    async fn members(&self) -> Result<Vec<Member>, StoreError> {
+        let members = self.under(MEMBERS).await?;
+        Ok(members
+            .into_iter()
+            .map(|(name, kv)| Member {
+                name,
+                id: kv.lease(),
+            })
+            .collect())
+    }
+
+    async fn claims(&self) -> Result<Vec<Claim>, StoreError> {
+        self.under(CLAIMS)
+            .await?
+            .into_iter()
+            .map(|(cluster, kv)| {
+                Ok(Claim {
+                    cluster,
+                    member: utf8(kv.value())?,
+                    epoch: kv.create_revision(),
+                })
+            })
+            .collect()
+    }
+
+    async fn claim(
+        &self,
+        lease: &MemberLease,
+        cluster: &str,
+    ) -> Result<Option<Revision>, StoreError> {
+        let mut client = self.client().await?;
+        let member = self.member_key(&lease.member);
+        let key = self.claim_key(cluster);
+        // Put only while our member key is on our lease (we are alive) and the claim key
+        // is absent; otherwise read both, in the same revision, to say why not.
+        let txn = Txn::new()
+            .when([
+                Compare::lease(member.clone(), CompareOp::Equal, lease.id),
+                Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+            ])
+            .and_then([TxnOp::put(
+                key.clone(),
+                lease.member.clone(),
+                Some(PutOptions::new().with_lease(lease.id)),
+            )])
+            .or_else([TxnOp::get(member, None), TxnOp::get(key, None)]);
+        let response = client.txn(txn).await.map_err(from_etcd)?;
+        if response.succeeded() {
+            return header_revision(response.header()).map(Some);
+        }
+        let responses = response.op_responses();
+        let first = |i: usize| match responses.get(i) {
+            Some(TxnOpResponse::Get(get)) => get.kvs().first().cloned(),
+            _ => None,
+        };
+        if first(0).is_none_or(|kv| kv.lease() != lease.id) {
+            return Err(StoreError::LeaseLost(lease.member.clone()));
+        }
+        Ok(first(1)
+            .filter(|kv| kv.lease() == lease.id)
+            .map(|kv| kv.create_revision()))
+    }
+
+    async fn release(&self, lease: &MemberLease, cluster: &str) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let key = self.claim_key(cluster);
+        let txn = Txn::new()
+            .when([Compare::lease(key.clone(), CompareOp::Equal, lease.id)])
+            .and_then([TxnOp::delete(key, None)]);
+        client.txn(txn).await.map_err(from_etcd)?;
+        Ok(())
+    }
+}
+
+/// etcd's answer for a lease it no longer has.
+fn lease_gone(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(status) => {
+            status.code() == tonic::Code::NotFound || status.message().contains("lease not found")
+        }
+        etcd_client::Error::LeaseKeepAliveError(message) => message.contains("lease not found"),
+        _ => false,
+    }
 }
 
 /// A watch event as a change; `None` for a key that is not `{prefix}{kind}/{name}`.
@@ -382,4 +550,16 @@ fn watch_ended(response: &WatchResponse, after: Revision) -> Option<StoreError> 
     } else {
         StoreError::Unavailable(format!("etcd cancelled the watch: {reason}"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_and_claim_keys_are_no_kind() {
+        // Were they kinds, lists and the change feed would carry them.
+        assert_eq!(Kind::parse(MEMBERS), None);
+        assert_eq!(Kind::parse(CLAIMS), None);
+    }
 }

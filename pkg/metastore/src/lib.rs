@@ -24,7 +24,8 @@ pub use export::{Export, ExportedRecord, Imported, OnConflict};
 pub use health::{MetastoreCheck, SERVER_CHECK};
 pub use records::{Metastore, Page, Stored};
 pub use store::{
-    Change, ChangeOp, ChangeStream, ListRequest, MetadataStore, RawPage, RawRecord, Revision,
+    Change, ChangeOp, ChangeStream, Claim, ListRequest, Member, MemberLease, MetadataStore,
+    RawPage, RawRecord, Revision,
 };
 
 /// Opens the configured backend. Remote backends connect lazily, so a dead etcd or MySQL

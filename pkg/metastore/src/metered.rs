@@ -2,12 +2,16 @@
 //! metrics), around whichever backend the config chose.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use karpor_core::metrics::Operations;
 use karpor_core::model::Kind;
 
-use crate::store::{ChangeStream, ListRequest, MetadataStore, RawPage, RawRecord, Revision};
+use crate::store::{
+    ChangeStream, Claim, ListRequest, Member, MemberLease, MetadataStore, RawPage, RawRecord,
+    Revision,
+};
 use crate::StoreError;
 
 pub(crate) struct Metered {
@@ -68,5 +72,41 @@ impl MetadataStore for Metered {
 
     async fn watch(&self, after: Revision) -> Result<ChangeStream, StoreError> {
         self.ops.observe("watch", self.inner.watch(after)).await
+    }
+
+    async fn join(&self, member: &str, ttl: Duration) -> Result<MemberLease, StoreError> {
+        self.ops.observe("join", self.inner.join(member, ttl)).await
+    }
+
+    async fn renew(&self, lease: &MemberLease) -> Result<(), StoreError> {
+        self.ops.observe("renew", self.inner.renew(lease)).await
+    }
+
+    async fn leave(&self, lease: &MemberLease) -> Result<(), StoreError> {
+        self.ops.observe("leave", self.inner.leave(lease)).await
+    }
+
+    async fn members(&self) -> Result<Vec<Member>, StoreError> {
+        self.ops.observe("members", self.inner.members()).await
+    }
+
+    async fn claims(&self) -> Result<Vec<Claim>, StoreError> {
+        self.ops.observe("claims", self.inner.claims()).await
+    }
+
+    async fn claim(
+        &self,
+        lease: &MemberLease,
+        cluster: &str,
+    ) -> Result<Option<Revision>, StoreError> {
+        self.ops
+            .observe("claim", self.inner.claim(lease, cluster))
+            .await
+    }
+
+    async fn release(&self, lease: &MemberLease, cluster: &str) -> Result<(), StoreError> {
+        self.ops
+            .observe("release", self.inner.release(lease, cluster))
+            .await
     }
 }

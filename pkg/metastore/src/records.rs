@@ -2,13 +2,16 @@
 //! creation and update times, and sealing of credentials.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use karpor_core::model::Record;
+use karpor_core::model::{validate_name, Record};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::crypto::{is_sealed, Sealer};
-use crate::store::{ChangeStream, ListRequest, MetadataStore, Revision};
+use crate::store::{
+    ChangeStream, Claim, ListRequest, Member, MemberLease, MetadataStore, Revision,
+};
 use crate::StoreError;
 
 /// A record as stored: the user's record, its version and its times.
@@ -167,6 +170,45 @@ impl Metastore {
 
     pub async fn revision(&self) -> Result<Revision, StoreError> {
         self.store.revision().await
+    }
+
+    /// Joins as `member` (a DNS-1123 label) for `ttl` (see [`MetadataStore::join`]).
+    pub async fn join(&self, member: &str, ttl: Duration) -> Result<MemberLease, StoreError> {
+        validate_name(member).map_err(|e| StoreError::Invalid(format!("member: {e}")))?;
+        if ttl.is_zero() {
+            return Err(StoreError::Invalid("a member lease needs a TTL".to_owned()));
+        }
+        self.store.join(member, ttl).await
+    }
+
+    pub async fn renew(&self, lease: &MemberLease) -> Result<(), StoreError> {
+        self.store.renew(lease).await
+    }
+
+    pub async fn leave(&self, lease: &MemberLease) -> Result<(), StoreError> {
+        self.store.leave(lease).await
+    }
+
+    pub async fn members(&self) -> Result<Vec<Member>, StoreError> {
+        self.store.members().await
+    }
+
+    pub async fn claims(&self) -> Result<Vec<Claim>, StoreError> {
+        self.store.claims().await
+    }
+
+    /// Claims a cluster for the lease's member (see [`MetadataStore::claim`]).
+    pub async fn claim(
+        &self,
+        lease: &MemberLease,
+        cluster: &str,
+    ) -> Result<Option<Revision>, StoreError> {
+        validate_name(cluster).map_err(|e| StoreError::Invalid(format!("cluster: {e}")))?;
+        self.store.claim(lease, cluster).await
+    }
+
+    pub async fn release(&self, lease: &MemberLease, cluster: &str) -> Result<(), StoreError> {
+        self.store.release(lease, cluster).await
     }
 
     /// Replaces a record, whatever its version, with given times (an import that

@@ -3,7 +3,8 @@
 //!
 //! Every write runs in one transaction: take the next revision (locking the counter row,
 //! which orders concurrent writers), change the record with a version check, append the
-//! change, commit. A failed write rolls back whole.
+//! change, commit. A failed write rolls back whole. Joins and claims take revisions too
+//! (`membership.rs`); their feed entries are kept for a gapless feed and never delivered.
 
 mod mysql;
 mod sqlite;
@@ -22,7 +23,8 @@ use tokio::sync::Notify;
 
 use crate::error::from_sqlx;
 use crate::store::{
-    Change, ChangeOp, ChangeStream, ListRequest, MetadataStore, RawPage, RawRecord, Revision,
+    Change, ChangeOp, ChangeStream, Claim, ListRequest, Member, MemberLease, MetadataStore,
+    RawPage, RawRecord, Revision,
 };
 use crate::StoreError;
 
@@ -76,14 +78,15 @@ macro_rules! next_revision {
     }};
 }
 
-/// Appends the change and prunes the old ones, in the write's transaction.
+/// Appends the change (kind and op as stored text) and prunes the old ones, in the
+/// write's transaction.
 macro_rules! record_change {
     ($tx:expr, $revision:expr, $kind:expr, $name:expr, $op:expr) => {{
         sqlx::query("INSERT INTO karpor_changes (revision, kind, name, op) VALUES (?, ?, ?, ?)")
             .bind($revision)
-            .bind($kind.as_str())
+            .bind($kind)
             .bind($name)
-            .bind($op.as_str())
+            .bind($op)
             .execute(&mut *$tx)
             .await
             .map_err(from_sqlx)?;
@@ -110,6 +113,8 @@ macro_rules! stored_version {
     }};
 }
 
+mod membership;
+
 impl SqlStore {
     fn new(pool: Pool, backend: &'static str, mysql_options: Option<MySqlConnectOptions>) -> Self {
         SqlStore {
@@ -134,7 +139,9 @@ impl SqlStore {
         }
     }
 
-    async fn changes_after(&self, after: Revision) -> Result<Vec<Change>, StoreError> {
+    /// The record changes after `after`, and the last revision read (membership entries
+    /// included), which a watcher skips to when no record change is among them.
+    async fn changes_after(&self, after: Revision) -> Result<(Vec<Change>, Revision), StoreError> {
         let rows = on_pool!(&self.pool, p => {
             sqlx::query(
                 "SELECT revision, kind, name, op FROM karpor_changes \
@@ -156,8 +163,19 @@ impl SqlStore {
             .collect::<Result<Vec<_>, _>>()
             .map_err(from_sqlx)?
         });
+        // Revisions are consecutive (one change per committed write), so a gap after
+        // `after` means the changes it needs were pruned.
+        if let Some((first, ..)) = rows.first() {
+            if *first > after + 1 {
+                return Err(StoreError::Compacted(after));
+            }
+        }
+        let scanned = rows.last().map_or(after, |(revision, ..)| *revision);
         let mut changes = Vec::with_capacity(rows.len());
         for (revision, kind, name, op) in rows {
+            if kind == membership::FEED_KIND {
+                continue;
+            }
             let kind = Kind::parse(&kind)
                 .ok_or_else(|| StoreError::Corrupt(format!("unknown kind {kind:?} in changes")))?;
             let op = if op == "delete" {
@@ -172,14 +190,7 @@ impl SqlStore {
                 op,
             });
         }
-        // Revisions are consecutive (one change per committed write), so a gap after
-        // `after` means the changes it needs were pruned.
-        if let Some(first) = changes.first() {
-            if first.revision > after + 1 {
-                return Err(StoreError::Compacted(after));
-            }
-        }
-        Ok(changes)
+        Ok((changes, scanned))
     }
 }
 
@@ -275,7 +286,7 @@ impl MetadataStore for SqlStore {
                 }
                 Err(e) => return Err(from_sqlx(e)),
             }
-            record_change!(tx, revision, kind, name, ChangeOp::Put);
+            record_change!(tx, revision, kind.as_str(), name, ChangeOp::Put.as_str());
             tx.commit().await.map_err(from_sqlx)?;
             revision
         });
@@ -309,7 +320,7 @@ impl MetadataStore for SqlStore {
                 let stored = stored_version!(tx, kind, name);
                 return Err(Self::missing(kind, name, stored, expected));
             }
-            record_change!(tx, revision, kind, name, ChangeOp::Put);
+            record_change!(tx, revision, kind.as_str(), name, ChangeOp::Put.as_str());
             tx.commit().await.map_err(from_sqlx)?;
             revision
         });
@@ -340,7 +351,7 @@ impl MetadataStore for SqlStore {
                 let stored = stored_version!(tx, kind, name);
                 return Err(Self::missing(kind, name, stored, expected.unwrap_or_default()));
             }
-            record_change!(tx, revision, kind, name, ChangeOp::Delete);
+            record_change!(tx, revision, kind.as_str(), name, ChangeOp::Delete.as_str());
             tx.commit().await.map_err(from_sqlx)?;
         });
         self.written.notify_waiters();
@@ -380,7 +391,9 @@ impl MetadataStore for SqlStore {
                 tokio::pin!(notified);
                 notified.as_mut().enable();
                 match store.changes_after(last).await {
-                    Ok(changes) if !changes.is_empty() => ready.extend(changes),
+                    Ok((changes, _)) if !changes.is_empty() => ready.extend(changes),
+                    // Only membership entries: past them, and read on at once.
+                    Ok((_, scanned)) if scanned > last => last = scanned,
                     Ok(_) => {
                         tokio::select! {
                             _ = notified => {}
@@ -399,5 +412,37 @@ impl MetadataStore for SqlStore {
             }
         });
         Ok(stream.boxed())
+    }
+
+    async fn join(&self, member: &str, ttl: Duration) -> Result<MemberLease, StoreError> {
+        self.join_member(member, ttl).await
+    }
+
+    async fn renew(&self, lease: &MemberLease) -> Result<(), StoreError> {
+        self.renew_lease(lease).await
+    }
+
+    async fn leave(&self, lease: &MemberLease) -> Result<(), StoreError> {
+        self.revoke_lease(lease).await
+    }
+
+    async fn members(&self) -> Result<Vec<Member>, StoreError> {
+        self.live_members().await
+    }
+
+    async fn claims(&self) -> Result<Vec<Claim>, StoreError> {
+        self.live_claims().await
+    }
+
+    async fn claim(
+        &self,
+        lease: &MemberLease,
+        cluster: &str,
+    ) -> Result<Option<Revision>, StoreError> {
+        self.claim_cluster(lease, cluster).await
+    }
+
+    async fn release(&self, lease: &MemberLease, cluster: &str) -> Result<(), StoreError> {
+        self.release_cluster(lease, cluster).await
     }
 }
