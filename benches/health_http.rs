@@ -127,6 +127,7 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
             .unwrap();
             let mut syncer = karpor_syncer::Syncer::new(karpor_syncer::SyncerParts {
                 audit: Default::default(),
+                member: "bench-health".to_owned(),
                 exec: Default::default(),
                 metastore: metastore.clone(),
                 storage: storage.clone(),

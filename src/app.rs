@@ -16,7 +16,7 @@ use karpor_health::{
 use karpor_metastore::MetastoreCheck;
 use karpor_server::{AllowedHosts, ConnectionLimits, HttpMetrics, RouterParts, TlsConfig};
 use karpor_storage::StorageCheck;
-use karpor_syncer::{Syncer, SyncerParts};
+use karpor_syncer::{OwnersCheck, Syncer, SyncerParts};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -88,6 +88,7 @@ impl Application {
         let mut syncer = (mode == Mode::Syncer || config.server.syncer).then(|| {
             Syncer::new(SyncerParts {
                 audit: config.audit.clone(),
+                member: config.syncer.member(),
                 metastore: metastore.clone(),
                 storage: storage.clone(),
                 health: health.clone(),
@@ -109,8 +110,17 @@ impl Application {
                 Membership::READYZ,
             ),
         ];
-        if let Some(syncer) = &syncer {
-            checks.push((Arc::new(syncer.check()), Membership::READYZ));
+        match &syncer {
+            Some(syncer) => checks.push((Arc::new(syncer.check()), Membership::READYZ)),
+            // A server without its own syncer still tells whether a live syncer holds
+            // every cluster (not critical: it serves from storage meanwhile).
+            None => checks.push((
+                Arc::new(OwnersCheck::new(
+                    metastore.clone(),
+                    config.syncer.settings().lease_ttl,
+                )),
+                Membership::READYZ,
+            )),
         }
         checks.push((
             Arc::new(StorageCheck::new(storage.clone())),

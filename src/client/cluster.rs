@@ -105,7 +105,7 @@ async fn dispatch(server: &ServerArgs, command: &ClusterCommand) -> Result<(), F
     Ok(())
 }
 
-const COLUMNS: [Column; 10] = [
+const COLUMNS: [Column; 12] = [
     Column {
         header: "NAME",
         cell: |c| text(&c["name"]),
@@ -134,6 +134,16 @@ const COLUMNS: [Column; 10] = [
     Column {
         header: "AUTH",
         cell: |c| text(&c["kubeconfigSummary"]["authKind"]),
+        wide: true,
+    },
+    Column {
+        header: "OWNER",
+        cell: |c| or(&c["syncStatus"]["owner"], "<none>"),
+        wide: true,
+    },
+    Column {
+        header: "EPOCH",
+        cell: |c| or(&c["syncStatus"]["epoch"], "<none>"),
         wide: true,
     },
     Column {

@@ -64,11 +64,17 @@ pub enum Reason {
     Timeout,
     Unauthorized,
     StatusRed,
-    InitialSync { done: usize, total: usize },
+    InitialSync {
+        done: usize,
+        total: usize,
+    },
     ShuttingDown,
     Misconfigured,
     Panicked,
     Stale,
+    /// A registered cluster has had no live syncer holding it for longer than the lease
+    /// TTL.
+    Unowned,
 }
 
 impl fmt::Display for Reason {
@@ -85,6 +91,7 @@ impl fmt::Display for Reason {
             Reason::Misconfigured => f.write_str("misconfigured"),
             Reason::Panicked => f.write_str("panicked"),
             Reason::Stale => f.write_str("stale"),
+            Reason::Unowned => f.write_str("unowned"),
         }
     }
 }
@@ -101,6 +108,7 @@ impl Reason {
             "misconfigured" => Reason::Misconfigured,
             "panicked" => Reason::Panicked,
             "stale" => Reason::Stale,
+            "unowned" => Reason::Unowned,
             other => {
                 let counts = other
                     .strip_prefix("initial sync in progress (")?
@@ -149,6 +157,7 @@ mod tests {
             Reason::Misconfigured,
             Reason::Panicked,
             Reason::Stale,
+            Reason::Unowned,
         ];
         for reason in all {
             assert_eq!(Reason::parse(&reason.to_string()), Some(reason));

@@ -119,6 +119,7 @@ async fn sync_once(kubeconfig: &str, ns: &str, objects: usize, audit: bool) -> f
             ..AuditConfig::default()
         },
         exec: Default::default(),
+        member: karpor_syncer::default_member(),
         metastore: metastore.clone(),
         storage: storage.clone(),
         health: HealthChecker::new(Settings::default(), HealthMetrics::new(&mut registry)),

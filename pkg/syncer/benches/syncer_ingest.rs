@@ -141,6 +141,7 @@ async fn main() {
     let stop = CancellationToken::new();
     let mut syncer = Syncer::new(SyncerParts {
         audit: Default::default(),
+        member: karpor_syncer::default_member(),
         exec: Default::default(),
         metastore: metastore.clone(),
         storage: storage.clone(),

@@ -19,8 +19,9 @@ pub fn cluster_check(cluster: &str) -> String {
     format!("{CLUSTER_CHECK_PREFIX}{cluster}")
 }
 
-/// The `Syncer` check: the supervisor runs, storage is reachable, and every registered
-/// cluster has finished its initial list.
+/// The `Syncer` check: the supervisor runs, storage is reachable, no registered cluster
+/// has gone without a live syncer for longer than the lease TTL, and every cluster this
+/// syncer holds has finished its initial list (`k/n` of its own share).
 pub struct SyncerCheck {
     status: Arc<SyncStatus>,
     storage: Arc<dyn Storage>,
@@ -46,6 +47,16 @@ impl HealthReporter for SyncerCheck {
             return CheckOutcome::fail(
                 karpor_storage::reason_of(&e),
                 format!("syncer cannot reach storage: {e}"),
+            );
+        }
+        let share = self.status.share();
+        if share.unowned_overdue > 0 {
+            return CheckOutcome::fail(
+                Reason::Unowned,
+                format!(
+                    "{} of {} registered clusters have had no live syncer for longer than the lease TTL",
+                    share.unowned_overdue, share.registered
+                ),
             );
         }
         let (done, total) = self.status.initial_sync();
@@ -134,6 +145,7 @@ mod tests {
         let mut registry = Registry::default();
         let mut syncer = Syncer::new(SyncerParts {
             audit: Default::default(),
+            member: "unit".to_owned(),
             exec: Default::default(),
             metastore,
             storage,

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::counts;
 use crate::lists::Lists;
+use crate::membership::Fence;
 use crate::outage::Recoveries;
 use crate::policy::PolicySeen;
 use crate::rules::{resolve, Discovered, RulesSeen, Target, TargetKey};
@@ -79,6 +80,8 @@ pub struct ClusterRun {
     pub recoveries: Recoveries,
     /// The audit policy and relation rules; a change relists every resource type.
     pub policy: PolicySeen,
+    /// This member's lease: its writer writes only while it holds.
+    pub fence: Arc<Fence>,
 }
 
 struct Running {
@@ -118,6 +121,7 @@ impl ClusterRun {
             self.progress.clone(),
             self.settings.writer,
             self.policy.clone(),
+            self.fence.clone(),
             writer_stop.clone(),
         );
         let lists = Arc::new(Lists::new(self.progress.clone()));

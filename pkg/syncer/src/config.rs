@@ -23,7 +23,18 @@ pub struct SyncerConfig {
     /// How often each cluster's discovery runs again, to pick up new resource types.
     #[serde(with = "humantime_serde")]
     pub rediscover_interval: Duration,
+    /// This syncer's name among the syncers sharing the clusters (a DNS label, unique
+    /// among live syncers). Default: `$KARPOR_SYNCER_MEMBER` (the chart sets the pod's
+    /// name), else `HOSTNAME-PID`.
+    pub member: Option<String>,
+    /// How long a syncer's membership lease lives unless renewed (every third of it): a
+    /// syncer that dies or hangs loses its clusters to the others after this.
+    #[serde(with = "humantime_serde")]
+    pub lease_ttl: Duration,
 }
+
+/// The environment variable naming this syncer's member, under `syncer.member`.
+pub const MEMBER_ENV: &str = "KARPOR_SYNCER_MEMBER";
 
 impl Default for SyncerConfig {
     fn default() -> Self {
@@ -34,6 +45,8 @@ impl Default for SyncerConfig {
             batch_window: settings.writer.window,
             queue: settings.writer.queue,
             rediscover_interval: settings.rediscover,
+            member: None,
+            lease_ttl: settings.lease_ttl,
         }
     }
 }
@@ -54,7 +67,23 @@ impl SyncerConfig {
         if self.rediscover_interval < Duration::from_secs(1) {
             return fail("rediscover_interval", "must be at least 1s");
         }
+        if !(Duration::from_secs(3)..=Duration::from_secs(300)).contains(&self.lease_ttl) {
+            return fail("lease_ttl", "must be between 3s and 5m");
+        }
+        if let Some(member) = &self.member {
+            if let Err(e) = karpor_core::model::validate_name(member) {
+                return fail("member", &e.to_string());
+            }
+        }
         Ok(())
+    }
+
+    /// This syncer's member name: configured, from the environment, or made up.
+    pub fn member(&self) -> String {
+        self.member
+            .clone()
+            .or_else(|| std::env::var(MEMBER_ENV).ok().filter(|m| !m.is_empty()))
+            .unwrap_or_else(crate::membership::default_member)
     }
 
     /// The syncer's settings: this section over the built-in timings.
@@ -68,6 +97,7 @@ impl SyncerConfig {
                 ..defaults.writer
             },
             rediscover: self.rediscover_interval,
+            lease_ttl: self.lease_ttl,
             ..defaults
         }
     }

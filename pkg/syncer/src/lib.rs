@@ -12,8 +12,11 @@ mod config;
 mod counts;
 mod dry_run;
 mod lists;
+mod membership;
 mod metrics;
 mod outage;
+mod owners;
+mod ownership;
 mod pdb;
 mod policy;
 mod reason;
@@ -39,11 +42,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use check::{SyncerCheck, CLUSTER_CHECK_PREFIX, SYNCER_CHECK};
-pub use config::SyncerConfig;
+pub use config::{SyncerConfig, MEMBER_ENV};
 pub use dry_run::{dry_run, DryRun, DryRunError, Selection};
+pub use membership::default_member;
 pub use metrics::SyncMetrics;
+pub use owners::OwnersCheck;
 pub use rules::{default_rules, selects, DEFAULT_METADATA_RULE, DEFAULT_RULE};
-pub use status::{AuditProgress, ClusterSnapshot, RuleInForce, SyncState, SyncStatus};
+pub use status::{AuditProgress, ClusterSnapshot, RuleInForce, Share, SyncState, SyncStatus};
 pub use type_status::{TypeError, TypeSnapshot, TypeState};
 pub use writer::WriterSettings;
 
@@ -60,6 +65,11 @@ pub struct SyncSettings {
     /// How often storage is pinged to notice an outage (after which every cluster
     /// relists).
     pub storage_probe: Duration,
+    /// How long this syncer's membership lease lives unless renewed: a member that dies
+    /// or hangs loses its clusters after it.
+    pub lease_ttl: Duration,
+    /// How often members and claims are read again, to claim or hand over clusters.
+    pub ownership_tick: Duration,
 }
 
 impl Default for SyncSettings {
@@ -70,6 +80,8 @@ impl Default for SyncSettings {
             resync: Duration::from_secs(60),
             writer_drain: Duration::from_secs(5),
             storage_probe: Duration::from_secs(2),
+            lease_ttl: Duration::from_secs(15),
+            ownership_tick: Duration::from_secs(1),
         }
     }
 }
@@ -86,6 +98,9 @@ pub struct SyncerParts {
     pub settings: SyncSettings,
     /// The config file's audit policy (a stored policy record replaces it).
     pub audit: AuditConfig,
+    /// This syncer's member name among those sharing the clusters (unique among live
+    /// syncers; see [`default_member`]).
+    pub member: String,
 }
 
 /// The syncer: built, then started once the process's own checks are registered (so
@@ -110,6 +125,7 @@ impl Syncer {
                 exec: parts.exec,
                 settings: parts.settings,
                 audit: Arc::new(parts.audit),
+                member: parts.member,
             }),
             status,
             storage: parts.storage,

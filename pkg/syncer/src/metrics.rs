@@ -43,6 +43,10 @@ pub struct SyncMetrics {
     type_state: Family<Labels, Gauge>,
     type_objects: Family<Labels, Gauge>,
     type_last_event: Family<Labels, Gauge>,
+    members: Gauge,
+    owned: Gauge,
+    registered: Gauge,
+    lease_held: Gauge,
 }
 
 impl std::fmt::Debug for SyncMetrics {
@@ -100,7 +104,36 @@ impl SyncMetrics {
             "Unix time of the last watch event per watched type",
             metrics.type_last_event.clone(),
         );
+        registry.register(
+            "karpor_syncer_members",
+            "Live syncer members this syncer sees in the metadata store",
+            metrics.members.clone(),
+        );
+        registry.register(
+            "karpor_syncer_owned_clusters",
+            "Registered clusters this syncer holds the claim of and syncs",
+            metrics.owned.clone(),
+        );
+        registry.register(
+            "karpor_syncer_registered_clusters",
+            "Clusters registered in the metadata store",
+            metrics.registered.clone(),
+        );
+        registry.register(
+            "karpor_syncer_lease_held",
+            "1 while this syncer's membership lease certainly holds, else 0",
+            metrics.lease_held.clone(),
+        );
         metrics
+    }
+
+    /// Live members seen, clusters owned and registered, and whether the lease holds.
+    pub(crate) fn share(&self, members: usize, owned: usize, registered: usize, held: bool) {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.members.set(count(members));
+        self.owned.set(count(owned));
+        self.registered.set(count(registered));
+        self.lease_held.set(i64::from(held));
     }
 
     /// 1 for `state`, 0 for every other of `states`.

@@ -245,7 +245,25 @@ pub struct SyncStatus {
     clusters: RwLock<BTreeMap<String, Arc<ClusterProgress>>>,
     /// The audit policy's generation now (raised on each change of the policy).
     audit_generation: AtomicU64,
+    share: RwLock<Share>,
     metrics: SyncMetrics,
+}
+
+/// This syncer's part among the members sharing the clusters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Share {
+    /// This syncer's member name.
+    pub member: String,
+    /// Whether its lease certainly holds (it writes only then).
+    pub lease_held: bool,
+    /// Live members it sees, itself included.
+    pub members: usize,
+    /// Clusters it holds the claim of, and their epochs.
+    pub owned: BTreeMap<String, i64>,
+    /// Registered clusters.
+    pub registered: usize,
+    /// Registered clusters no live member has held for longer than the lease TTL.
+    pub unowned_overdue: usize,
 }
 
 /// How far the current audit policy has reached: clusters whose every document was
@@ -263,6 +281,7 @@ impl SyncStatus {
             running: AtomicBool::new(false),
             clusters: RwLock::default(),
             audit_generation: AtomicU64::new(0),
+            share: RwLock::default(),
             metrics,
         }
     }
@@ -285,6 +304,23 @@ impl SyncStatus {
             clusters: clusters.len(),
             audited,
         }
+    }
+
+    pub fn share(&self) -> Share {
+        self.share
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_share(&self, share: Share) {
+        self.metrics.share(
+            share.members,
+            share.owned.len(),
+            share.registered,
+            share.lease_held,
+        );
+        *self.share.write().unwrap_or_else(PoisonError::into_inner) = share;
     }
 
     pub fn is_running(&self) -> bool {

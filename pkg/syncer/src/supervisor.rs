@@ -15,17 +15,20 @@ use karpor_audit::AuditConfig;
 use karpor_core::model::{AuditPolicy, Cluster, Kind, RelationRule, SyncRule};
 use karpor_health::{HealthChecker, Membership};
 use karpor_kube::ExecSettings;
-use karpor_metastore::{Metastore, StoreError};
+use karpor_metastore::{Metastore, Revision, StoreError};
 use karpor_search::Field;
 use karpor_storage::Storage;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::check::{cluster_check, ClusterCheck};
 use crate::cluster::{ClusterRun, ClusterSync};
+use crate::membership::{self, Fence, LeaseSeen};
 use crate::outage::{self, Recoveries};
+use crate::ownership;
 use crate::policy::{Ingest, IngestPolicy};
 use crate::rules::{rules_for, VersionedRule};
-use crate::status::SyncStatus;
+use crate::status::{Share, SyncStatus};
 use crate::SyncSettings;
 
 pub struct Supervisor {
@@ -37,6 +40,8 @@ pub struct Supervisor {
     pub settings: SyncSettings,
     /// The config file's audit policy: in force while no policy record is stored.
     pub audit: Arc<AuditConfig>,
+    /// This syncer's member name among the syncers sharing the clusters.
+    pub member: String,
 }
 
 struct Running {
@@ -46,10 +51,28 @@ struct Running {
     sync: ClusterSync,
 }
 
+/// A registered cluster as last listed.
+struct Registered {
+    cluster: Cluster,
+    rules: Arc<Vec<VersionedRule>>,
+    fingerprint: u64,
+}
+
 struct State {
     running: BTreeMap<String, Running>,
+    /// Every registered cluster, whoever syncs it.
+    registered: BTreeMap<String, Registered>,
+    /// The clusters this member holds the claim of, with their epochs.
+    owned: BTreeMap<String, Revision>,
+    /// Registered clusters no live member holds, since when (as first seen here).
+    unowned: BTreeMap<String, Instant>,
+    members: usize,
+    lease: LeaseSeen,
+    fence: Arc<Fence>,
     /// Deregistered clusters whose documents could not be removed yet.
     orphans: BTreeSet<String>,
+    /// The registered clusters were listed at least once.
+    listed: bool,
     /// Storage was checked for clusters nobody registers (removed while we were down).
     swept: bool,
     recoveries: Recoveries,
@@ -58,9 +81,26 @@ struct State {
 
 impl Supervisor {
     pub async fn run(self, stop: CancellationToken) {
+        let fence = Fence::new();
+        // Stopped after the syncs, so the lease outlives every write.
+        let keeper = CancellationToken::new();
+        let lease = membership::keep(
+            self.metastore.clone(),
+            self.member.clone(),
+            self.settings.lease_ttl,
+            fence.clone(),
+            keeper.clone(),
+        );
         let mut state = State {
             running: BTreeMap::new(),
+            registered: BTreeMap::new(),
+            owned: BTreeMap::new(),
+            unowned: BTreeMap::new(),
+            members: 0,
+            lease,
+            fence,
             orphans: BTreeSet::new(),
+            listed: false,
             swept: false,
             recoveries: outage::follow(
                 self.storage.clone(),
@@ -76,33 +116,67 @@ impl Supervisor {
             }),
         };
         self.status.set_audit_generation(1);
+        self.publish(&state);
         let mut retry = Duration::from_millis(500);
         while !stop.is_cancelled() {
             match self.follow(&mut state, &stop).await {
                 Ok(()) => retry = Duration::from_millis(500),
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot follow the metadata store; clusters keep syncing, retrying");
+                    tracing::warn!(error = %e, "cannot follow the metadata store; clusters keep syncing while the lease holds, retrying");
                     retry = (retry * 2).min(Duration::from_secs(10));
                 }
             }
-            // Also after a feed that simply ended: never a tight list-and-watch loop.
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(retry) => {}
+            // Also after a feed that simply ended: never a tight list-and-watch loop. A
+            // lease that ends meanwhile stops this member's syncs at once.
+            let deadline = tokio::time::Instant::now() + retry;
+            let mut lease = state.lease.clone();
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep_until(deadline) => break,
+                    Ok(()) = lease.changed() => {
+                        if let Err(e) = self.rebalance(&mut state).await {
+                            tracing::debug!(error = %e, "cannot rebalance yet");
+                        }
+                    }
+                }
             }
         }
         for (name, running) in std::mem::take(&mut state.running) {
             running.sync.stop().await;
             self.health.deregister(&cluster_check(&name));
         }
+        keeper.cancel();
+        let held = state.lease.borrow().clone();
+        if let Some(lease) = held {
+            // Its claims go with it: the other members take its clusters over at once.
+            match tokio::time::timeout(self.settings.lease_ttl / 3, self.metastore.leave(&lease))
+                .await
+            {
+                Ok(Ok(())) => tracing::info!(member = lease.member, "left the syncer members"),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot leave the syncer members; the lease ends by itself")
+                }
+                Err(_) => {
+                    tracing::warn!("leaving the syncer members timed out; the lease ends by itself")
+                }
+            }
+        }
     }
 
     /// Lists, reconciles, then reconciles again on every change (and every resync
-    /// period, in case a change feed stalls) until the feed ends or `stop`.
+    /// period, in case a change feed stalls) and rebalances every ownership tick and on
+    /// each change of the lease, until the feed ends or `stop`.
     async fn follow(&self, state: &mut State, stop: &CancellationToken) -> Result<(), StoreError> {
         let revision = self.metastore.revision().await?;
         self.reconcile(state).await?;
         let mut changes = self.metastore.watch(revision).await?;
+        let mut lease = state.lease.clone();
+        let mut tick = tokio::time::interval(self.settings.ownership_tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut resync = tokio::time::interval(self.settings.resync);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        resync.reset();
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return Ok(()),
@@ -121,7 +195,9 @@ impl Supervisor {
                     Some(Err(e)) => return Err(e),
                     None => return Ok(()),
                 },
-                _ = tokio::time::sleep(self.settings.resync) => self.reconcile(state).await?,
+                _ = tick.tick() => self.rebalance(state).await?,
+                Ok(()) = lease.changed() => self.rebalance(state).await?,
+                _ = resync.tick() => self.reconcile(state).await?,
             }
         }
     }
@@ -135,7 +211,7 @@ impl Supervisor {
             .collect();
         let rules: Vec<SyncRule> = stored_rules.into_iter().map(|s| s.record).collect();
         self.follow_ingest_policy(state).await?;
-        let mut wanted: BTreeMap<String, (Cluster, Vec<VersionedRule>, u64)> = BTreeMap::new();
+        let mut registered = BTreeMap::new();
         for stored in clusters {
             let cluster = stored.record;
             let rules = rules_for(&cluster, &rules)
@@ -146,31 +222,132 @@ impl Supervisor {
                 })
                 .collect();
             let fingerprint = fingerprint(&cluster);
-            wanted.insert(cluster.name.clone(), (cluster, rules, fingerprint));
+            registered.insert(
+                cluster.name.clone(),
+                Registered {
+                    cluster,
+                    rules: Arc::new(rules),
+                    fingerprint,
+                },
+            );
         }
-        let gone: Vec<String> = state
+        let before = std::mem::replace(&mut state.registered, registered);
+        state.listed = true;
+        for name in before.keys().filter(|n| !state.registered.contains_key(*n)) {
+            // Every member removes a deregistered cluster's documents (idempotent): its
+            // owner may be gone too.
+            tracing::info!(
+                cluster = name,
+                "cluster deregistered; removing its documents"
+            );
+            state.orphans.insert(name.clone());
+        }
+        for name in state.registered.keys() {
+            state.orphans.remove(name);
+        }
+        self.rebalance(state).await
+    }
+
+    /// Claims the clusters this member is preferred for, hands over the others, then
+    /// runs exactly the syncs of the registered clusters it holds. Without a lease that
+    /// certainly holds, it runs none.
+    async fn rebalance(&self, state: &mut State) -> Result<(), StoreError> {
+        let held = state.lease.borrow().clone();
+        let Some(lease) = held.filter(|_| state.fence.holds()) else {
+            if !state.owned.is_empty() {
+                tracing::warn!("the syncer lease is not held; stopping this member's clusters");
+            }
+            state.owned.clear();
+            self.converge(state).await;
+            return Ok(());
+        };
+        let members: BTreeSet<String> = self
+            .metastore
+            .members()
+            .await?
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
+        let claims = self.metastore.claims().await?;
+        let holders: BTreeMap<String, String> = claims
+            .iter()
+            .map(|c| (c.cluster.clone(), c.member.clone()))
+            .collect();
+        state.members = members.len();
+        state.owned = claims
+            .iter()
+            .filter(|c| c.member == lease.member)
+            .map(|c| (c.cluster.clone(), c.epoch))
+            .collect();
+        let now = Instant::now();
+        state
+            .unowned
+            .retain(|name, _| state.registered.contains_key(name) && !holders.contains_key(name));
+        for name in state.registered.keys() {
+            if !holders.contains_key(name) {
+                state.unowned.entry(name.clone()).or_insert(now);
+            }
+        }
+        let registered: BTreeSet<String> = state.registered.keys().cloned().collect();
+        let plan = ownership::plan(&lease.member, &members, &registered, &holders);
+        for name in plan.release {
+            // Stopped first: never two writers of one cluster.
+            state.owned.remove(&name);
+            self.converge(state).await;
+            self.metastore.release(&lease, &name).await?;
+            tracing::info!(
+                cluster = name,
+                "handed the cluster over to its preferred member"
+            );
+        }
+        for name in plan.claim {
+            match self.metastore.claim(&lease, &name).await {
+                Ok(Some(epoch)) => {
+                    tracing::info!(cluster = name, epoch, "claimed the cluster");
+                    state.unowned.remove(&name);
+                    state.owned.insert(name, epoch);
+                }
+                Ok(None) => {}
+                Err(StoreError::LeaseLost(_)) => {
+                    state.owned.clear();
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.converge(state).await;
+        Ok(())
+    }
+
+    /// Runs exactly the syncs of the registered clusters this member holds; removes
+    /// deregistered clusters' documents.
+    async fn converge(&self, state: &mut State) {
+        let stale: Vec<String> = state
             .running
             .keys()
-            .filter(|name| !wanted.contains_key(*name))
+            .filter(|name| {
+                !state.owned.contains_key(*name) || !state.registered.contains_key(*name)
+            })
             .cloned()
             .collect();
-        for name in gone {
+        for name in stale {
             if let Some(running) = state.running.remove(&name) {
                 running.sync.stop().await;
             }
             self.health.deregister(&cluster_check(&name));
             self.status.forget(&name);
-            tracing::info!(
-                cluster = name,
-                "cluster deregistered; removing its documents"
-            );
-            state.orphans.insert(name);
         }
-        for (name, (cluster, rules, fingerprint)) in wanted {
-            state.orphans.remove(&name);
-            let rules = Arc::new(rules);
+        let mine: Vec<String> = state
+            .owned
+            .keys()
+            .filter(|name| state.registered.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in mine {
+            let registered = &state.registered[&name];
+            let rules = registered.rules.clone();
             if let Some(running) = state.running.get(&name) {
-                if running.fingerprint == fingerprint {
+                if running.fingerprint == registered.fingerprint {
                     running.rules.send_if_modified(|current| {
                         let changed = **current != *rules;
                         if changed {
@@ -196,7 +373,7 @@ impl Supervisor {
                 .register(Arc::new(check), Membership::READYZ, None);
             let (rules, rules_seen) = tokio::sync::watch::channel(rules);
             let sync = ClusterSync::start(ClusterRun {
-                cluster,
+                cluster: registered.cluster.clone(),
                 rules: rules_seen,
                 storage: self.storage.clone(),
                 progress,
@@ -205,21 +382,41 @@ impl Supervisor {
                 settings: self.settings,
                 recoveries: state.recoveries.clone(),
                 policy: state.policy.subscribe(),
+                fence: state.fence.clone(),
             });
             state.running.insert(
                 name,
                 Running {
-                    fingerprint,
+                    fingerprint: registered.fingerprint,
                     rules,
                     sync,
                 },
             );
         }
-        if !state.swept {
+        // Only once the registered clusters were listed: before, every cluster in
+        // storage would look deregistered.
+        if state.listed && !state.swept {
             self.find_orphans(state).await;
         }
         self.remove_orphans(state).await;
-        Ok(())
+        self.publish(state);
+    }
+
+    /// This member's share, for the `Syncer` check, the API and metrics.
+    fn publish(&self, state: &State) {
+        let overdue = state
+            .unowned
+            .values()
+            .filter(|since| since.elapsed() > self.settings.lease_ttl)
+            .count();
+        self.status.set_share(Share {
+            member: self.member.clone(),
+            lease_held: state.fence.holds() && state.lease.borrow().is_some(),
+            members: state.members,
+            owned: state.owned.clone(),
+            registered: state.registered.len(),
+            unowned_overdue: overdue,
+        });
     }
 
     /// The stored audit policy (or the config file's) and the relation rules in force: a
@@ -278,7 +475,7 @@ impl Supervisor {
                     buckets
                         .into_iter()
                         .map(|b| b.key)
-                        .filter(|name| !state.running.contains_key(name)),
+                        .filter(|name| !state.registered.contains_key(name)),
                 );
             }
             Err(e) => tracing::warn!(error = %e, "cannot list the clusters in storage; will retry"),

@@ -16,10 +16,14 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::lists::Lists;
+use crate::membership::Fence;
 use crate::policy::PolicySeen;
 use crate::rules::TargetKey;
 use crate::status::ClusterProgress;
 use crate::sweep::Coverage;
+
+/// How often a fenced writer looks whether its lease holds again.
+const FENCE_POLL: Duration = Duration::from_millis(100);
 
 /// What a watcher asks of storage.
 #[derive(Debug)]
@@ -79,6 +83,7 @@ pub fn spawn(
     progress: Arc<ClusterProgress>,
     settings: WriterSettings,
     policy: PolicySeen,
+    fence: Arc<Fence>,
     stop: CancellationToken,
 ) -> (mpsc::Sender<Op>, JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(settings.queue);
@@ -87,6 +92,7 @@ pub fn spawn(
         progress,
         settings,
         policy,
+        fence,
         stop,
         batch: Vec::new(),
         bytes: 0,
@@ -100,6 +106,9 @@ struct Writer {
     settings: WriterSettings,
     /// For the one finding decided here (`pdb-missing`).
     policy: PolicySeen,
+    /// This member's lease: no write once it may have ended (another member may own the
+    /// cluster by then).
+    fence: Arc<Fence>,
     stop: CancellationToken,
     batch: Vec<ResourceDocument>,
     bytes: usize,
@@ -262,6 +271,14 @@ impl Writer {
         let mut delay = Duration::from_millis(100);
         let mut failures = 0u32;
         loop {
+            // Waits rather than drops: a lease that survives (renewed late) keeps every
+            // write; a lost one stops this sync, and the next owner lists afresh.
+            while !self.fence.holds() {
+                tokio::select! {
+                    _ = self.stop.cancelled() => return None,
+                    _ = tokio::time::sleep(FENCE_POLL) => {}
+                }
+            }
             match write().await {
                 Ok(value) => {
                     if failures > 0 {

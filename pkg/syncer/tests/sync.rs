@@ -75,6 +75,7 @@ impl Harness {
         settings.writer.window = Duration::from_millis(50);
         let mut syncer = Syncer::new(SyncerParts {
             audit: Default::default(),
+            member: karpor_testkit::unique("syncer").replace('_', "-"),
             exec: Default::default(),
             metastore: metastore.clone(),
             storage: storage.clone(),

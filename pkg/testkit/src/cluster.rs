@@ -54,6 +54,7 @@ pub fn widgets() -> ApiResource {
 }
 
 /// A cluster as the tests drive it.
+#[derive(Clone)]
 pub struct Kube {
     pub client: Client,
     /// Self-contained, as karpor stores it.

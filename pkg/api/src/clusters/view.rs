@@ -126,6 +126,11 @@ pub struct SyncView {
     /// Each watched type (per namespace when its rule lists namespaces); null when
     /// unknown.
     pub types: Option<Vec<TypeView>>,
+    /// The syncer member holding the cluster's claim (it alone syncs it); null while
+    /// none does, or the metadata store cannot say within a second.
+    pub owner: Option<String>,
+    /// The owner's epoch: the store revision of its claim, larger for each later owner.
+    pub epoch: Option<i64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -242,6 +247,10 @@ pub async fn view(
         }
         Err(_) => None,
     };
+    let claim = match tokio::time::timeout(COUNT_TIMEOUT, state.metastore.claims()).await {
+        Ok(Ok(claims)) => claims.into_iter().find(|c| c.cluster == record.name),
+        _ => None,
+    };
     let parsed = karpor_kube::parse_off_runtime(record.kubeconfig.0.clone())
         .await
         .ok();
@@ -312,6 +321,8 @@ pub async fn view(
             types: snapshot
                 .as_ref()
                 .map(|s| s.types.iter().map(type_view).collect()),
+            owner: claim.as_ref().map(|c| c.member.clone()),
+            epoch: claim.map(|c| c.epoch),
         },
     }
 }

@@ -1,0 +1,214 @@
+//! This syncer's lease in the metadata store: joined at start, renewed every third of its
+//! TTL, revoked by the supervisor at a graceful stop once its clusters are stopped (so
+//! they are taken over at once, not after the TTL). The fence says whether the lease is
+//! certainly still alive: a renewal sent at `t` keeps the lease until at least `t + TTL`
+//! on the store's clock, so until then no other member can hold this member's clusters.
+//! A process that was paused, or cut off from the store, past that moment stops writing
+//! before anything else: its writers check the fence before every batch.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use karpor_metastore::{MemberLease, Metastore, StoreError};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Until when this member's lease is certainly alive, on the process's monotonic clock
+/// (which keeps counting while the process is stopped).
+#[derive(Debug)]
+pub struct Fence {
+    base: Instant,
+    /// Milliseconds after `base`; 0 = not held.
+    until: AtomicU64,
+}
+
+impl Fence {
+    pub fn new() -> Arc<Fence> {
+        Arc::new(Fence {
+            base: Instant::now(),
+            until: AtomicU64::new(0),
+        })
+    }
+
+    pub fn holds(&self) -> bool {
+        let now = self.base.elapsed().as_millis() as u64;
+        now < self.until.load(Ordering::Acquire)
+    }
+
+    /// Held until `sent + ttl`, less a tenth for clocks that run at slightly different
+    /// rates.
+    fn extend(&self, sent: Instant, ttl: Duration) {
+        let until = sent.saturating_duration_since(self.base) + ttl - ttl / 10;
+        self.until
+            .fetch_max(until.as_millis() as u64, Ordering::AcqRel);
+    }
+
+    fn drop_hold(&self) {
+        self.until.store(0, Ordering::Release);
+    }
+}
+
+/// The lease as the supervisor sees it: `None` while not held.
+pub type LeaseSeen = watch::Receiver<Option<MemberLease>>;
+
+/// Joins as `member` and keeps the lease until `stop`; the lease (or `None`) is published
+/// on the returned channel. Never leaves: the supervisor does, after stopping its syncs.
+pub fn keep(
+    metastore: Metastore,
+    member: String,
+    ttl: Duration,
+    fence: Arc<Fence>,
+    stop: CancellationToken,
+) -> LeaseSeen {
+    let (tx, rx) = watch::channel(None);
+    tokio::spawn(async move {
+        while !stop.is_cancelled() {
+            let Some(lease) = join(&metastore, &member, ttl, &fence, &stop).await else {
+                return;
+            };
+            tracing::info!(member, ttl = ?lease.ttl, "joined the syncer members");
+            tx.send_replace(Some(lease.clone()));
+            renew(&metastore, &lease, &fence, &tx, &stop).await;
+        }
+    });
+    rx
+}
+
+async fn join(
+    metastore: &Metastore,
+    member: &str,
+    ttl: Duration,
+    fence: &Fence,
+    stop: &CancellationToken,
+) -> Option<MemberLease> {
+    let mut retry = Duration::from_millis(500);
+    loop {
+        let sent = Instant::now();
+        match tokio::time::timeout(ttl / 3, metastore.join(member, ttl)).await {
+            Ok(Ok(lease)) => {
+                fence.extend(sent, lease.ttl);
+                return Some(lease);
+            }
+            Ok(Err(StoreError::MemberAlive(_))) => {
+                tracing::warn!(
+                    member,
+                    "another live syncer has this member name; waiting for its lease to end"
+                );
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(member, error = %e, "cannot join the syncer members; retrying")
+            }
+            Err(_) => tracing::warn!(member, "joining the syncer members timed out; retrying"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            _ = tokio::time::sleep(retry) => {}
+        }
+        retry = (retry * 2).min(ttl / 3);
+    }
+}
+
+/// Renews until the lease is lost (then returns, to join again) or `stop`.
+async fn renew(
+    metastore: &Metastore,
+    lease: &MemberLease,
+    fence: &Fence,
+    tx: &watch::Sender<Option<MemberLease>>,
+    stop: &CancellationToken,
+) {
+    let period = lease.ttl / 3;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        let sent = Instant::now();
+        match tokio::time::timeout(period, metastore.renew(lease)).await {
+            Ok(Ok(())) => {
+                fence.extend(sent, lease.ttl);
+                // Back after an outage that outlasted the fence: the lease survived.
+                tx.send_if_modified(|seen| {
+                    let lost = seen.is_none();
+                    if lost {
+                        *seen = Some(lease.clone());
+                    }
+                    lost
+                });
+            }
+            Ok(Err(StoreError::LeaseLost(_))) => {
+                tracing::warn!(
+                    member = lease.member,
+                    "the syncer lease was lost; stopping its clusters and joining again"
+                );
+                fence.drop_hold();
+                tx.send_replace(None);
+                return;
+            }
+            outcome => {
+                let error = match outcome {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "timed out".to_owned(),
+                };
+                tracing::warn!(
+                    member = lease.member,
+                    error,
+                    "cannot renew the syncer lease; retrying"
+                );
+                if !fence.holds() {
+                    tx.send_if_modified(|seen| seen.take().is_some());
+                }
+            }
+        }
+    }
+}
+
+/// This process's member name: the configured one, else `HOSTNAME-PID` (unique on a
+/// host; in Kubernetes the chart sets the pod's name).
+pub fn default_member() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .unwrap_or_else(|| "syncer".to_owned());
+    let mut name: String = host
+        .trim()
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    name.truncate(50);
+    let name = name.trim_matches('-');
+    let name = if name.is_empty() { "syncer" } else { name };
+    format!("{name}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_fence_holds_for_the_ttl_from_the_renewal_sent_less_a_tenth() {
+        let fence = Fence::new();
+        assert!(!fence.holds());
+        let sent = Instant::now();
+        fence.extend(sent, Duration::from_secs(10));
+        tokio::time::advance(Duration::from_millis(8_900)).await;
+        assert!(fence.holds());
+        tokio::time::advance(Duration::from_millis(200)).await;
+        assert!(!fence.holds());
+        // A renewal never shortens it; dropping the hold ends it at once.
+        fence.extend(Instant::now(), Duration::from_secs(10));
+        fence.extend(sent, Duration::from_secs(10));
+        assert!(fence.holds());
+        fence.drop_hold();
+        assert!(!fence.holds());
+    }
+
+    #[test]
+    fn the_default_member_name_is_a_dns_label() {
+        let name = default_member();
+        assert!(karpor_core::model::validate_name(&name).is_ok(), "{name}");
+    }
+}

@@ -1,0 +1,329 @@
+//! The syncers under test: `karpor syncer` processes on one metadata store and one
+//! storage, the clusters they share, who holds what (claims in the store) and who runs
+//! what (each syncer's metrics), and a sampler that records any cluster run by two
+//! syncers at once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use karpor_metastore::{Metastore, MetastoreConfig};
+use karpor_storage::{Storage, StorageConfig};
+use karpor_testkit::cluster::Kube;
+use karpor_testkit::process::{get, import, Karpor, Spawn};
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::churn::{Churn, Objects};
+
+/// The syncers' lease TTL (`syncer.lease_ttl`).
+pub const TTL: Duration = Duration::from_secs(5);
+const SAMPLE: Duration = Duration::from_millis(200);
+/// How long storage may take to equal the clusters once they hold still.
+const CONVERGE: Duration = Duration::from_secs(60);
+
+/// Each live syncer's metrics URL; a paused one is left out while it cannot write.
+type Probes = Arc<Mutex<BTreeMap<String, String>>>;
+/// Cluster → the syncers seen running it in one sample, when more than one.
+type Doubles = BTreeMap<String, Vec<String>>;
+
+pub struct Fleet {
+    pub backend: &'static str,
+    head: String,
+    dir: tempfile::TempDir,
+    syncers: BTreeMap<String, Karpor>,
+    metastore: Metastore,
+    storage: Arc<dyn Storage>,
+    namespace: String,
+    /// Registered cluster → the apiserver it is (0 = a, 1 = b).
+    clusters: BTreeMap<String, usize>,
+    probes: Probes,
+    sampling: CancellationToken,
+    sampler: JoinHandle<Doubles>,
+}
+
+impl Fleet {
+    /// Registers `count` clusters over `kubes` with one rule (ConfigMaps of
+    /// `namespace`), and starts the sampler.
+    pub async fn new(
+        backend: &'static str,
+        metadata: &str,
+        storage: &str,
+        namespace: &str,
+        kubes: [&Kube; 2],
+        count: usize,
+    ) -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let head = format!("metadata: {metadata}\nstorage: {storage}\n");
+        let clusters: BTreeMap<String, usize> =
+            (0..count).map(|i| (format!("c{i:02}"), i % 2)).collect();
+        let registered: Vec<(&str, &str)> = clusters
+            .iter()
+            .map(|(name, i)| (name.as_str(), kubes[*i].kubeconfig.as_str()))
+            .collect();
+        let rule = json!({"name": "scale", "clusters": "*",
+            "resources": [{"group": "", "version": "v1", "resource": "configmaps"}],
+            "namespaces": [namespace]});
+        import(dir.path(), &head, &registered, json!([rule]));
+        let metastore_config: MetastoreConfig = serde_yaml::from_str(metadata).unwrap();
+        let storage_config: StorageConfig = serde_yaml::from_str(storage).unwrap();
+        let probes: Probes = Arc::default();
+        let sampling = CancellationToken::new();
+        let sampler = tokio::spawn(sample(probes.clone(), sampling.clone()));
+        Fleet {
+            backend,
+            head,
+            dir,
+            syncers: BTreeMap::new(),
+            metastore: karpor_metastore::connect(&metastore_config).await.unwrap(),
+            storage: karpor_storage::connect(&storage_config).await.unwrap(),
+            namespace: namespace.to_owned(),
+            clusters,
+            probes,
+            sampling,
+            sampler,
+        }
+    }
+
+    pub fn start(&mut self, name: &str) {
+        let config = format!(
+            "{}syncer: {{member: {name}, lease_ttl: {}s}}\nshutdown: {{drain_delay: 500ms}}\n",
+            self.head,
+            TTL.as_secs()
+        );
+        // Each in its own directory: the address file is named after the command.
+        let dir = self.dir.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let syncer = Spawn::syncer(&config).in_dir(&dir).start();
+        self.probes
+            .lock()
+            .unwrap()
+            .insert(name.to_owned(), syncer.url("/metrics"));
+        // A restarted name replaces the dead process.
+        self.syncers.insert(name.to_owned(), syncer);
+    }
+
+    pub fn kill(&mut self, name: &str) {
+        self.probes.lock().unwrap().remove(name);
+        let mut syncer = self.syncers.remove(name).unwrap();
+        syncer.signal("KILL");
+        syncer.wait_exit(Duration::from_secs(10));
+    }
+
+    /// Sends `signal`; a stopped syncer is left out of the sampling until it is
+    /// continued and has had a tick to stop what it no longer holds (it cannot write
+    /// meanwhile: its writers check its lease first).
+    pub fn signal(&mut self, name: &str, signal: &str) {
+        let syncer = &self.syncers[name];
+        match signal {
+            "STOP" | "TERM" => {
+                self.probes.lock().unwrap().remove(name);
+            }
+            _ => {}
+        }
+        syncer.signal(signal);
+        if signal == "CONT" {
+            std::thread::sleep(Duration::from_secs(2));
+            self.probes
+                .lock()
+                .unwrap()
+                .insert(name.to_owned(), syncer.url("/metrics"));
+        }
+    }
+
+    /// Every registered cluster's claim holder.
+    pub async fn owners(&self) -> BTreeMap<String, String> {
+        self.metastore
+            .claims()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.cluster, c.member))
+            .collect()
+    }
+
+    pub async fn held_by(&self, member: &str) -> Vec<String> {
+        let owners = self.owners().await;
+        owners
+            .into_iter()
+            .filter(|(_, m)| m == member)
+            .map(|(c, _)| c)
+            .collect()
+    }
+
+    /// Waits until every registered cluster is held by one of `members` and each of them
+    /// runs exactly what it holds; returns how long it took.
+    pub async fn settle(&self, members: &[&str], limit: Duration) -> Duration {
+        self.settle_without("", members, limit).await
+    }
+
+    /// As [`Fleet::settle`], with `gone` holding nothing (it may be paused or stopping).
+    pub async fn settle_without(&self, gone: &str, members: &[&str], limit: Duration) -> Duration {
+        let started = Instant::now();
+        let mut last = String::new();
+        while started.elapsed() < limit {
+            match self.settled(gone, members).await {
+                Ok(()) => return started.elapsed(),
+                Err(why) => last = why,
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "[{}] not settled on {members:?} within {limit:?}: {last}",
+            self.backend
+        );
+    }
+
+    async fn settled(&self, gone: &str, members: &[&str]) -> Result<(), String> {
+        let owners = self.owners().await;
+        let mut held: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        for cluster in self.clusters.keys() {
+            match owners.get(cluster) {
+                Some(m) if members.contains(&m.as_str()) && m != gone => {
+                    held.entry(members[members.iter().position(|x| x == m).unwrap()])
+                        .or_default()
+                        .insert(cluster.clone());
+                }
+                other => return Err(format!("{cluster} is held by {other:?}")),
+            }
+        }
+        for member in members {
+            let url = self.syncers[*member].url("/metrics");
+            let running = running(&url)
+                .await
+                .ok_or(format!("{member} does not answer"))?;
+            let mine = held.get(member).cloned().unwrap_or_default();
+            if running.keys().cloned().collect::<BTreeSet<_>>() != mine {
+                return Err(format!("{member} runs {running:?} but holds {mine:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Prints how evenly the clusters are spread.
+    pub async fn balance(&self, label: &str) {
+        let mut per: BTreeMap<String, usize> = BTreeMap::new();
+        for member in self.owners().await.into_values() {
+            *per.entry(member).or_default() += 1;
+        }
+        let max = per.values().max().copied().unwrap_or(0);
+        let min = per.values().min().copied().unwrap_or(0);
+        eprintln!(
+            "[{}] balance with {label}: {per:?} (max {max}, min {min})",
+            self.backend
+        );
+    }
+
+    /// Holds the churn still and waits until storage holds exactly each cluster's live
+    /// ConfigMaps (uid and resourceVersion).
+    pub async fn storage_equals_clusters(&self, churn: &Churn, label: &str) {
+        let _still = churn.hold_still().await;
+        let live = [churn.live(0).await, churn.live(1).await];
+        let started = Instant::now();
+        loop {
+            let mut wrong = Vec::new();
+            for (cluster, i) in &self.clusters {
+                let stored = self.stored(cluster).await;
+                if stored != live[*i] {
+                    wrong.push(cluster.clone());
+                }
+            }
+            if wrong.is_empty() {
+                eprintln!(
+                    "[{}] {label}: storage equals all {} clusters after {:?}",
+                    self.backend,
+                    self.clusters.len(),
+                    started.elapsed()
+                );
+                return;
+            }
+            assert!(
+                started.elapsed() < CONVERGE,
+                "[{}] {label}: storage differs from clusters {wrong:?} after {CONVERGE:?}",
+                self.backend
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn stored(&self, cluster: &str) -> Objects {
+        let query = karpor_search::parse(&format!(
+            "select * from resources where cluster = '{cluster}' and namespace = '{}' \
+             and kind = 'ConfigMap' and deleted = false",
+            self.namespace
+        ))
+        .unwrap();
+        let found = self.storage.search(&query, 0, 1000).await.unwrap();
+        found
+            .items
+            .into_iter()
+            .map(|d| (d.uid, d.resource_version))
+            .collect()
+    }
+
+    /// Stops the sampler: what it saw run twice at once.
+    pub async fn stop_sampling(self) -> Doubles {
+        self.sampling.cancel();
+        self.sampler.await.unwrap()
+    }
+}
+
+/// The clusters a syncer runs (those with a sync state series), with their state.
+async fn running(url: &str) -> Option<BTreeMap<String, String>> {
+    let (status, body) = tokio::time::timeout(Duration::from_secs(2), get(url))
+        .await
+        .ok()?;
+    if status != 200 {
+        return None;
+    }
+    let mut running = BTreeMap::new();
+    for line in body.lines() {
+        let Some(labels) = line.strip_prefix("karpor_syncer_cluster_state{") else {
+            continue;
+        };
+        if !line.ends_with(" 1") {
+            continue;
+        }
+        let label = |key: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{key}=\"")))
+                .and_then(|v| v.split('"').next())
+                .map(str::to_owned)
+        };
+        if let (Some(cluster), Some(state)) = (label("cluster"), label("state")) {
+            running.insert(cluster, state);
+        }
+    }
+    Some(running)
+}
+
+async fn sample(probes: Probes, stop: CancellationToken) -> Doubles {
+    let mut doubles = Doubles::new();
+    while !stop.is_cancelled() {
+        let urls: Vec<(String, String)> = probes
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut runners: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (member, url) in urls {
+            for cluster in running(&url).await.unwrap_or_default().into_keys() {
+                runners.entry(cluster).or_default().push(member.clone());
+            }
+        }
+        for (cluster, members) in runners {
+            if members.len() > 1 {
+                eprintln!("sample: {cluster} run by {members:?}");
+                doubles.insert(cluster, members);
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = tokio::time::sleep(SAMPLE) => {}
+        }
+    }
+    doubles
+}
