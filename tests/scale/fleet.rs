@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::churn::{Churn, Objects};
 
 /// The syncers' lease TTL (`syncer.lease_ttl`).
-pub const TTL: Duration = Duration::from_secs(5);
+pub const TTL: Duration = Duration::from_secs(10);
 const SAMPLE: Duration = Duration::from_millis(200);
 /// How long storage may take to equal the clusters once they hold still.
 const CONVERGE: Duration = Duration::from_secs(60);
@@ -169,6 +169,14 @@ impl Fleet {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        for (name, syncer) in &self.syncers {
+            let logs = syncer.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(40).collect();
+            eprintln!("--- {name}, last lines:");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
         panic!(
             "[{}] not settled on {members:?} within {limit:?}: {last}",
             self.backend
@@ -177,19 +185,30 @@ impl Fleet {
 
     async fn settled(&self, gone: &str, members: &[&str]) -> Result<(), String> {
         let owners = self.owners().await;
+        let live: BTreeSet<String> = members
+            .iter()
+            .filter(|m| **m != gone)
+            .map(|m| (*m).to_owned())
+            .collect();
         let mut held: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
         for cluster in self.clusters.keys() {
+            // Settled: each cluster with the member the syncers prefer for it.
+            let preferred = karpor_syncer::preferred(&live, cluster);
             match owners.get(cluster) {
-                Some(m) if members.contains(&m.as_str()) && m != gone => {
-                    held.entry(members[members.iter().position(|x| x == m).unwrap()])
+                Some(m) if Some(m.as_str()) == preferred => {
+                    held.entry(preferred.unwrap())
                         .or_default()
                         .insert(cluster.clone());
                 }
-                other => return Err(format!("{cluster} is held by {other:?}")),
+                other => {
+                    return Err(format!(
+                        "{cluster} is held by {other:?}, not yet by {preferred:?}"
+                    ))
+                }
             }
         }
-        for member in members {
-            let url = self.syncers[*member].url("/metrics");
+        for member in live.iter().map(String::as_str) {
+            let url = self.syncers[member].url("/metrics");
             let running = running(&url)
                 .await
                 .ok_or(format!("{member} does not answer"))?;

@@ -80,8 +80,9 @@ pub struct ClusterRun {
     pub recoveries: Recoveries,
     /// The audit policy and relation rules; a change relists every resource type.
     pub policy: PolicySeen,
-    /// This member's lease: its writer writes only while it holds.
-    pub fence: Arc<Fence>,
+    /// This member's lease, and the id of the one the sync runs under: its writer writes
+    /// only while that one holds.
+    pub fence: (Arc<Fence>, i64),
 }
 
 struct Running {
@@ -220,8 +221,15 @@ impl ClusterRun {
                     }
                     _ = count.tick() => {
                         let writes = self.progress.writes();
-                        if counted != Some(writes) && self.count().await {
-                            counted = Some(writes);
+                        if counted != Some(writes) {
+                            // A slow count must not hold up a stop (a hand-over waits on it).
+                            let done = tokio::select! {
+                                _ = stop.cancelled() => break 'discover,
+                                done = self.count() => done,
+                            };
+                            if done {
+                                counted = Some(writes);
+                            }
                         }
                         continue;
                     }
@@ -258,6 +266,11 @@ impl ClusterRun {
         }
         stop_all(&mut running, &lists).await;
         drop(writer);
+        // A writer fenced off (this member's lease may have ended) may write nothing of
+        // what it holds: no drain. The next owner lists afresh.
+        if !self.fence.0.holds(self.fence.1) {
+            writer_stop.cancel();
+        }
         // The writer ends once it has written what it holds; a dead storage gets a bound.
         if tokio::time::timeout(self.settings.writer_drain, &mut writer_task)
             .await

@@ -47,6 +47,7 @@ pub use dry_run::{dry_run, DryRun, DryRunError, Selection};
 pub use membership::default_member;
 pub use metrics::SyncMetrics;
 pub use owners::OwnersCheck;
+pub use ownership::preferred;
 pub use rules::{default_rules, selects, DEFAULT_METADATA_RULE, DEFAULT_RULE};
 pub use status::{AuditProgress, ClusterSnapshot, RuleInForce, Share, SyncState, SyncStatus};
 pub use type_status::{TypeError, TypeSnapshot, TypeState};

@@ -6,7 +6,7 @@
 //! A process that was paused, or cut off from the store, past that moment stops writing
 //! before anything else: its writers check the fence before every batch.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,12 +16,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Until when this member's lease is certainly alive, on the process's monotonic clock
-/// (which keeps counting while the process is stopped).
+/// (which keeps counting while the process is stopped), and which lease that is: a sync
+/// started under a lease since lost stays fenced off after the member joins again.
 #[derive(Debug)]
 pub struct Fence {
     base: Instant,
     /// Milliseconds after `base`; 0 = not held.
     until: AtomicU64,
+    /// The lease's id.
+    lease: AtomicI64,
 }
 
 impl Fence {
@@ -29,18 +32,29 @@ impl Fence {
         Arc::new(Fence {
             base: Instant::now(),
             until: AtomicU64::new(0),
+            lease: AtomicI64::new(0),
         })
     }
 
-    pub fn holds(&self) -> bool {
+    /// Whether lease `id` is certainly alive now.
+    pub fn holds(&self, id: i64) -> bool {
         let now = self.base.elapsed().as_millis() as u64;
-        now < self.until.load(Ordering::Acquire)
+        self.lease.load(Ordering::Acquire) == id && now < self.until.load(Ordering::Acquire)
     }
 
-    /// Held until `sent + ttl`, less a tenth for clocks that run at slightly different
-    /// rates.
-    fn extend(&self, sent: Instant, ttl: Duration) {
+    /// The lease held now, if it certainly is.
+    pub fn held(&self) -> Option<i64> {
+        let id = self.lease.load(Ordering::Acquire);
+        self.holds(id).then_some(id)
+    }
+
+    /// Lease `id` held until `sent + ttl`, less a tenth for clocks that run at slightly
+    /// different rates.
+    fn extend(&self, id: i64, sent: Instant, ttl: Duration) {
         let until = sent.saturating_duration_since(self.base) + ttl - ttl / 10;
+        if self.lease.swap(id, Ordering::AcqRel) != id {
+            self.until.store(0, Ordering::Release);
+        }
         self.until
             .fetch_max(until.as_millis() as u64, Ordering::AcqRel);
     }
@@ -88,7 +102,7 @@ async fn join(
         let sent = Instant::now();
         match tokio::time::timeout(ttl / 3, metastore.join(member, ttl)).await {
             Ok(Ok(lease)) => {
-                fence.extend(sent, lease.ttl);
+                fence.extend(lease.id, sent, lease.ttl);
                 return Some(lease);
             }
             Ok(Err(StoreError::MemberAlive(_))) => {
@@ -127,7 +141,7 @@ async fn renew(
         let sent = Instant::now();
         match tokio::time::timeout(period, metastore.renew(lease)).await {
             Ok(Ok(())) => {
-                fence.extend(sent, lease.ttl);
+                fence.extend(lease.id, sent, lease.ttl);
                 // Back after an outage that outlasted the fence: the lease survived.
                 tx.send_if_modified(|seen| {
                     let lost = seen.is_none();
@@ -156,7 +170,7 @@ async fn renew(
                     error,
                     "cannot renew the syncer lease; retrying"
                 );
-                if !fence.holds() {
+                if !fence.holds(lease.id) {
                     tx.send_if_modified(|seen| seen.take().is_some());
                 }
             }
@@ -191,19 +205,25 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_fence_holds_for_the_ttl_from_the_renewal_sent_less_a_tenth() {
         let fence = Fence::new();
-        assert!(!fence.holds());
+        assert!(!fence.holds(7));
         let sent = Instant::now();
-        fence.extend(sent, Duration::from_secs(10));
+        fence.extend(7, sent, Duration::from_secs(10));
         tokio::time::advance(Duration::from_millis(8_900)).await;
-        assert!(fence.holds());
+        assert!(fence.holds(7));
+        assert_eq!(fence.held(), Some(7));
         tokio::time::advance(Duration::from_millis(200)).await;
-        assert!(!fence.holds());
+        assert!(!fence.holds(7));
+        assert_eq!(fence.held(), None);
         // A renewal never shortens it; dropping the hold ends it at once.
-        fence.extend(Instant::now(), Duration::from_secs(10));
-        fence.extend(sent, Duration::from_secs(10));
-        assert!(fence.holds());
+        fence.extend(7, Instant::now(), Duration::from_secs(10));
+        fence.extend(7, sent, Duration::from_secs(10));
+        assert!(fence.holds(7));
         fence.drop_hold();
-        assert!(!fence.holds());
+        assert!(!fence.holds(7));
+        // A new lease fences off what ran under the old one.
+        fence.extend(8, Instant::now(), Duration::from_secs(10));
+        assert!(fence.holds(8));
+        assert!(!fence.holds(7));
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct Supervisor {
 struct Running {
     /// Of the cluster's record: a change restarts the sync.
     fingerprint: u64,
+    /// The lease it runs under: fenced off once that one is gone.
+    lease: i64,
     rules: tokio::sync::watch::Sender<Arc<Vec<VersionedRule>>>,
     sync: ClusterSync,
 }
@@ -142,8 +144,11 @@ impl Supervisor {
                 }
             }
         }
-        for (name, running) in std::mem::take(&mut state.running) {
-            running.sync.stop().await;
+        // All at once: a graceful stop hands its clusters over as soon as it can.
+        let running = std::mem::take(&mut state.running);
+        let names: Vec<String> = running.keys().cloned().collect();
+        futures::future::join_all(running.into_values().map(|r| r.sync.stop())).await;
+        for name in names {
             self.health.deregister(&cluster_check(&name));
         }
         keeper.cancel();
@@ -253,7 +258,7 @@ impl Supervisor {
     /// certainly holds, it runs none.
     async fn rebalance(&self, state: &mut State) -> Result<(), StoreError> {
         let held = state.lease.borrow().clone();
-        let Some(lease) = held.filter(|_| state.fence.holds()) else {
+        let Some(lease) = held.filter(|l| state.fence.holds(l.id)) else {
             if !state.owned.is_empty() {
                 tracing::warn!("the syncer lease is not held; stopping this member's clusters");
             }
@@ -290,15 +295,19 @@ impl Supervisor {
         }
         let registered: BTreeSet<String> = state.registered.keys().cloned().collect();
         let plan = ownership::plan(&lease.member, &members, &registered, &holders);
-        for name in plan.release {
-            // Stopped first: never two writers of one cluster.
-            state.owned.remove(&name);
+        if !plan.release.is_empty() {
+            // Stopped first (all at once): never two writers of one cluster.
+            for name in &plan.release {
+                state.owned.remove(name);
+            }
             self.converge(state).await;
-            self.metastore.release(&lease, &name).await?;
-            tracing::info!(
-                cluster = name,
-                "handed the cluster over to its preferred member"
-            );
+            for name in plan.release {
+                self.metastore.release(&lease, &name).await?;
+                tracing::info!(
+                    cluster = name,
+                    "handed the cluster over to its preferred member"
+                );
+            }
         }
         for name in plan.claim {
             match self.metastore.claim(&lease, &name).await {
@@ -322,18 +331,28 @@ impl Supervisor {
     /// Runs exactly the syncs of the registered clusters this member holds; removes
     /// deregistered clusters' documents.
     async fn converge(&self, state: &mut State) {
+        let lease = state.fence.held();
+        if lease.is_none() {
+            state.owned.clear();
+        }
         let stale: Vec<String> = state
             .running
-            .keys()
-            .filter(|name| {
-                !state.owned.contains_key(*name) || !state.registered.contains_key(*name)
+            .iter()
+            .filter(|(name, running)| {
+                !state.owned.contains_key(*name)
+                    || !state.registered.contains_key(*name)
+                    || Some(running.lease) != lease
             })
-            .cloned()
+            .map(|(name, _)| name.clone())
             .collect();
+        // All at once: each may wait for its writer to drain.
+        let stopping: Vec<ClusterSync> = stale
+            .iter()
+            .filter_map(|name| state.running.remove(name))
+            .map(|r| r.sync)
+            .collect();
+        futures::future::join_all(stopping.into_iter().map(ClusterSync::stop)).await;
         for name in stale {
-            if let Some(running) = state.running.remove(&name) {
-                running.sync.stop().await;
-            }
             self.health.deregister(&cluster_check(&name));
             self.status.forget(&name);
         }
@@ -344,6 +363,7 @@ impl Supervisor {
             .cloned()
             .collect();
         for name in mine {
+            let Some(lease) = lease else { break };
             let registered = &state.registered[&name];
             let rules = registered.rules.clone();
             if let Some(running) = state.running.get(&name) {
@@ -382,12 +402,13 @@ impl Supervisor {
                 settings: self.settings,
                 recoveries: state.recoveries.clone(),
                 policy: state.policy.subscribe(),
-                fence: state.fence.clone(),
+                fence: (state.fence.clone(), lease),
             });
             state.running.insert(
                 name,
                 Running {
                     fingerprint: registered.fingerprint,
+                    lease,
                     rules,
                     sync,
                 },
@@ -411,7 +432,7 @@ impl Supervisor {
             .count();
         self.status.set_share(Share {
             member: self.member.clone(),
-            lease_held: state.fence.holds() && state.lease.borrow().is_some(),
+            lease_held: state.fence.held().is_some() && state.lease.borrow().is_some(),
             members: state.members,
             owned: state.owned.clone(),
             registered: state.registered.len(),

@@ -83,7 +83,7 @@ pub fn spawn(
     progress: Arc<ClusterProgress>,
     settings: WriterSettings,
     policy: PolicySeen,
-    fence: Arc<Fence>,
+    fence: (Arc<Fence>, i64),
     stop: CancellationToken,
 ) -> (mpsc::Sender<Op>, JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(settings.queue);
@@ -106,9 +106,9 @@ struct Writer {
     settings: WriterSettings,
     /// For the one finding decided here (`pdb-missing`).
     policy: PolicySeen,
-    /// This member's lease: no write once it may have ended (another member may own the
-    /// cluster by then).
-    fence: Arc<Fence>,
+    /// This member's lease, and the id of the one the sync started under: no write once
+    /// it may have ended (another member may own the cluster by then).
+    fence: (Arc<Fence>, i64),
     stop: CancellationToken,
     batch: Vec<ResourceDocument>,
     bytes: usize,
@@ -273,7 +273,7 @@ impl Writer {
         loop {
             // Waits rather than drops: a lease that survives (renewed late) keeps every
             // write; a lost one stops this sync, and the next owner lists afresh.
-            while !self.fence.holds() {
+            while !self.fence.0.holds(self.fence.1) {
                 tokio::select! {
                     _ = self.stop.cancelled() => return None,
                     _ = tokio::time::sleep(FENCE_POLL) => {}
