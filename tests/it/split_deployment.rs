@@ -12,9 +12,13 @@ use karpor_testkit::services::{free_port, Elastic, Etcd};
 
 const SYNCER_READY: &str =
     "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n";
+/// A server without its own syncer has a `Syncer` check too (not critical): whether a
+/// live syncer holds every registered cluster.
 const SERVER_WITH_UPSTREAM_READY: &str =
-    "[+] Ping ok\n[+] Server ok\n[+] Storage ok\n[+] Syncer-remote ok\nhealth check passed\n";
-const SERVER_READY: &str = "[+] Ping ok\n[+] Server ok\n[+] Storage ok\nhealth check passed\n";
+    "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\n\
+    [+] Syncer-remote ok\nhealth check passed\n";
+const SERVER_READY: &str =
+    "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n";
 
 fn local(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
@@ -104,8 +108,8 @@ async fn server_and_syncer_as_two_processes_and_the_server_follows_the_syncer_on
     let (_, body) = get(&server.url("/readyz")).await;
     assert_eq!(
         body,
-        "[+] Ping ok\n[+] Server ok\n[+] Storage ok\n[-] Syncer-remote failed: unreachable\n\
-         health check failed\n"
+        "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\n\
+         [-] Syncer-remote failed: unreachable\nhealth check failed\n"
     );
     assert_eq!(
         get(&server.url("/livez")).await,

@@ -281,10 +281,22 @@ impl Fleet {
             .collect()
     }
 
-    /// Stops the sampler: what it saw run twice at once.
-    pub async fn stop_sampling(self) -> Doubles {
+    /// `karpor serve` without a syncer of its own, on the same stores.
+    pub fn server(&self) -> Karpor {
+        let config = format!("{}server: {{syncer: false}}\n", self.head);
+        let dir = self.dir.path().join("server");
+        std::fs::create_dir_all(&dir).unwrap();
+        Spawn::serve(&config).in_dir(&dir).start()
+    }
+
+    /// Stops the sampler and every syncer: what the sampler saw run twice at once.
+    pub async fn stop_sampling(&mut self) -> Doubles {
         self.sampling.cancel();
-        self.sampler.await.unwrap()
+        let doubles = (&mut self.sampler).await.unwrap();
+        self.probes.lock().unwrap().clear();
+        // Dropped: killed.
+        self.syncers.clear();
+        doubles
     }
 }
 

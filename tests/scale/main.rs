@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use churn::Churn;
 use fleet::{Fleet, TTL};
+use karpor_testkit::api::Client;
 use karpor_testkit::cluster::{kube_name, Kube};
+use karpor_testkit::process::{get, wait_for};
 use karpor_testkit::services::{Elastic, Etcd};
 
 /// Registered clusters, alternately over apiservers a and b.
@@ -162,7 +164,37 @@ async fn faults(mut fleet: Fleet, churn: &Churn) {
     assert!(took < TTL, "hand-over after SIGTERM took {took:?}");
     fleet.storage_equals_clusters(churn, "after SIGTERM").await;
 
+    // A server without its own syncer shows each cluster's owner, and once no syncer has
+    // held the clusters for longer than the TTL, fails `unowned` (not critical).
+    let server = fleet.server();
+    let api = Client::local_admin(&server);
+    let owners = fleet.owners().await;
+    let (code, answer) = api.call("GET", "/rest-api/v1/clusters", None).await;
+    assert_eq!(code, 200, "{answer}");
+    let shown: BTreeMap<String, String> = answer["data"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let owner = c["syncStatus"]["owner"].as_str().unwrap_or("<none>");
+            (c["name"].as_str().unwrap().to_owned(), owner.to_owned())
+        })
+        .collect();
+    assert_eq!(shown, owners, "the API shows the claims' owners");
+    let ready = "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n";
+    assert_eq!(get(&server.url("/readyz")).await, (200, ready.to_owned()));
     let doubles = fleet.stop_sampling().await;
+    let all_gone = Instant::now();
+    let unowned = "[+] Ping ok\n[+] Server ok\n[-] Syncer failed: unowned (non-critical)\n\
+                   [+] Storage ok\nhealth check passed\n";
+    wait_for(TTL * 3, "the server reports unowned clusters", || async {
+        get(&server.url("/readyz")).await == (200, unowned.to_owned())
+    })
+    .await;
+    eprintln!(
+        "[{backend}] every syncer stopped: the server reports unowned after {:?}",
+        all_gone.elapsed()
+    );
     assert_eq!(
         doubles,
         BTreeMap::new(),
