@@ -102,9 +102,10 @@ impl EtcdStore {
             .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
             .await
             .map_err(from_etcd)?;
-        let mut kvs = response.kvs().to_vec();
-        kvs.drain(..)
-            .map(|kv| Ok((utf8(kv.key())?[prefix.len()..].to_owned(), kv)))
+        response
+            .kvs()
+            .iter()
+            .map(|kv| Ok((utf8(kv.key())?[prefix.len()..].to_owned(), kv.clone())))
             .collect()
     }
 

@@ -2,7 +2,9 @@
 //! MariaDB that the test script starts (each test in its own etcd prefix or database).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use karpor_core::model::{
@@ -11,8 +13,8 @@ use karpor_core::model::{
 };
 use karpor_core::SecretSource;
 use karpor_metastore::{
-    connect, ChangeOp, EtcdConfig, Imported, ListRequest, Metastore, MetastoreConfig, OnConflict,
-    StoreError,
+    connect, ChangeOp, Claim, EtcdConfig, Imported, ListRequest, MemberLease, Metastore,
+    MetastoreConfig, OnConflict, StoreError,
 };
 use karpor_testkit::{mysql_database, service, unique};
 
@@ -348,6 +350,223 @@ async fn export_then_import_gives_identical_records(store: &Metastore) {
     );
 }
 
+/// Long enough that a live lease never expires during a test.
+const LONG_TTL: Duration = Duration::from_secs(60);
+/// Short enough to wait out; etcd raises anything shorter than its minimum (2 s by default).
+const SHORT_TTL: Duration = Duration::from_secs(2);
+
+/// Polls `condition` until it holds; fails only after a generous deadline.
+async fn eventually<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn member_names(store: &Metastore) -> Vec<String> {
+    let members = store.members().await.unwrap();
+    members.into_iter().map(|m| m.name).collect()
+}
+
+fn owned(cluster: &str, lease: &MemberLease, epoch: i64) -> Claim {
+    Claim {
+        cluster: cluster.to_owned(),
+        member: lease.member.clone(),
+        epoch,
+    }
+}
+
+async fn members_join_renew_and_leave(store: &Metastore) {
+    let b = store.join("member-b", LONG_TTL).await.unwrap();
+    let a = store.join("member-a", LONG_TTL).await.unwrap();
+    assert_ne!(a.id, b.id);
+    assert!(a.ttl >= LONG_TTL, "{:?}", a.ttl);
+    let members = store.members().await.unwrap();
+    let listed: Vec<_> = members.iter().map(|m| (m.name.as_str(), m.id)).collect();
+    assert_eq!(listed, [("member-a", a.id), ("member-b", b.id)]);
+    let again = store.join("member-a", LONG_TTL).await;
+    assert!(
+        matches!(again, Err(StoreError::MemberAlive(_))),
+        "{again:?}"
+    );
+    assert!(matches!(
+        store.join("Not_A_Name", LONG_TTL).await,
+        Err(StoreError::Invalid(_))
+    ));
+    store.renew(&a).await.unwrap();
+
+    store.leave(&a).await.unwrap();
+    assert_eq!(member_names(store).await, ["member-b"]);
+    let renewed = store.renew(&a).await;
+    assert!(
+        matches!(renewed, Err(StoreError::LeaseLost(_))),
+        "{renewed:?}"
+    );
+    let claimed = store.claim(&a, "c1").await;
+    assert!(
+        matches!(claimed, Err(StoreError::LeaseLost(_))),
+        "{claimed:?}"
+    );
+    store.leave(&a).await.unwrap(); // leaving twice is no error
+                                    // The name is free again, under another lease.
+    let back = store.join("member-a", LONG_TTL).await.unwrap();
+    assert_ne!(back.id, a.id);
+    assert!(matches!(
+        store.renew(&a).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    store.renew(&back).await.unwrap();
+}
+
+async fn claims_are_exclusive_and_released_only_by_their_owner(store: &Metastore) {
+    let a = store.join("member-a", LONG_TTL).await.unwrap();
+    let b = store.join("member-b", LONG_TTL).await.unwrap();
+    let e1 = store.claim(&a, "c1").await.unwrap().expect("c1 is free");
+    assert_eq!(
+        store.claim(&a, "c1").await.unwrap(),
+        Some(e1),
+        "already ours"
+    );
+    assert_eq!(store.claim(&b, "c1").await.unwrap(), None, "a holds it");
+    store.release(&b, "c1").await.unwrap(); // not b's: nothing happens
+    assert_eq!(store.claims().await.unwrap(), [owned("c1", &a, e1)]);
+
+    let e2 = store.claim(&a, "c2").await.unwrap().unwrap();
+    assert!(e2 > e1);
+    store.release(&a, "c1").await.unwrap();
+    let e3 = store.claim(&b, "c1").await.unwrap().expect("released");
+    assert!(e3 > e2, "a later owner has a larger epoch: {e3} after {e2}");
+    assert_eq!(
+        store.claims().await.unwrap(),
+        [owned("c1", &b, e3), owned("c2", &a, e2)]
+    );
+
+    // Leaving hands over at once, without waiting for the TTL.
+    store.leave(&a).await.unwrap();
+    assert_eq!(store.claims().await.unwrap(), [owned("c1", &b, e3)]);
+    let e4 = store.claim(&b, "c2").await.unwrap().expect("a left");
+    assert!(e4 > e3);
+    assert!(matches!(
+        store.claim(&b, "Bad_Name").await,
+        Err(StoreError::Invalid(_))
+    ));
+}
+
+async fn racing_claims_have_one_winner(store: &Metastore) {
+    let mut leases = Vec::new();
+    for i in 0..8 {
+        leases.push(store.join(&format!("racer-{i}"), LONG_TTL).await.unwrap());
+    }
+    for round in 0..3 {
+        let cluster = format!("contested-{round}");
+        let attempts: Vec<_> = leases
+            .iter()
+            .map(|lease| {
+                let (store, lease, cluster) = (store.clone(), lease.clone(), cluster.clone());
+                tokio::spawn(async move {
+                    let epoch = store.claim(&lease, &cluster).await.unwrap();
+                    epoch.map(|epoch| owned(&cluster, &lease, epoch))
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for attempt in attempts {
+            winners.extend(attempt.await.unwrap());
+        }
+        assert_eq!(winners.len(), 1, "round {round}: exactly one claim wins");
+        let claims = store.claims().await.unwrap();
+        assert_eq!(claims.iter().filter(|c| c.cluster == cluster).count(), 1);
+        assert!(claims.contains(&winners[0]), "{claims:?}");
+    }
+}
+
+async fn an_expired_lease_hands_its_claims_over(store: &Metastore) {
+    let old = store.join("member-a", SHORT_TTL).await.unwrap();
+    let b = store.join("member-b", LONG_TTL).await.unwrap();
+    let e1 = store.claim(&old, "c1").await.unwrap().unwrap();
+    assert_eq!(store.claim(&b, "c1").await.unwrap(), None);
+
+    eventually("member-a's lease expires", || async {
+        member_names(store).await == ["member-b"]
+    })
+    .await;
+    assert_eq!(
+        store.claims().await.unwrap(),
+        [],
+        "claims end with the lease"
+    );
+    let e2 = store
+        .claim(&b, "c1")
+        .await
+        .unwrap()
+        .expect("the owner expired");
+    assert!(e2 > e1, "{e2} after {e1}");
+    assert!(matches!(
+        store.renew(&old).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    assert!(matches!(
+        store.claim(&old, "c1").await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    assert!(matches!(
+        store.claim(&old, "c2").await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    // The expired name can join again; the old lease stays lost.
+    let new = store.join("member-a", LONG_TTL).await.unwrap();
+    assert_ne!(new.id, old.id);
+    assert!(matches!(
+        store.renew(&old).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    assert_eq!(store.claim(&new, "c1").await.unwrap(), None, "b holds it");
+    assert_eq!(store.claims().await.unwrap(), [owned("c1", &b, e2)]);
+}
+
+async fn records_are_unaffected_by_members_and_claims(store: &Metastore) {
+    let start = store.revision().await.unwrap();
+    let mut feed = store.watch(start).await.unwrap();
+    let a = store.join("member-a", LONG_TTL).await.unwrap();
+    // More than a page of the SQL feed's reads, so a follower must skip whole pages.
+    for i in 0..260 {
+        store.claim(&a, &format!("c{i}")).await.unwrap().unwrap();
+    }
+    store.release(&a, "c0").await.unwrap();
+    let created = store.create(cluster("x")).await.unwrap();
+    let change = tokio::time::timeout(Duration::from_secs(10), feed.next())
+        .await
+        .expect("a change within 10 s")
+        .expect("the feed goes on")
+        .unwrap();
+    assert_eq!(
+        (change.kind.as_str(), change.name.as_str(), change.op),
+        ("clusters", "x", ChangeOp::Put)
+    );
+    assert_eq!(change.revision, created.version);
+    assert_eq!(store.list_all::<Cluster>().await.unwrap().len(), 1);
+    assert!(store.revision().await.unwrap() >= created.version);
+    // A follower from before the claims starts at the record, too.
+    let mut later = store.watch(start).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), later.next())
+        .await
+        .expect("a change within 10 s")
+        .expect("the feed goes on")
+        .unwrap();
+    assert_eq!(first.revision, created.version);
+    store.leave(&a).await.unwrap();
+    assert_eq!(store.claims().await.unwrap(), []);
+    assert_eq!(store.list_all::<Cluster>().await.unwrap().len(), 1);
+}
+
 macro_rules! conformance {
     ($backend:ident: $($case:ident),* $(,)?) => {
         mod $backend {
@@ -380,6 +599,11 @@ every_backend!(
     unicode_and_maximum_size_values,
     invalid_records_are_refused_and_nothing_is_written,
     export_then_import_gives_identical_records,
+    members_join_renew_and_leave,
+    claims_are_exclusive_and_released_only_by_their_owner,
+    racing_claims_have_one_winner,
+    an_expired_lease_hands_its_claims_over,
+    records_are_unaffected_by_members_and_claims,
 );
 
 #[tokio::test]

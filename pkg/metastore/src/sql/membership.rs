@@ -24,7 +24,11 @@ impl SqlStore {
     /// `text` with the driver's expression for now: a fixed expression, never input.
     fn at_now(&self, text: &'static str) -> AssertSqlSafe<String> {
         let now = match self.pool {
-            Pool::Mysql(_) => "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+            // UTC arithmetic: UNIX_TIMESTAMP(NOW()) goes through the session's time zone,
+            // and is an hour off in a DST change's repeated hour.
+            Pool::Mysql(_) => {
+                "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+            }
             Pool::Sqlite(_) => "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
         };
         AssertSqlSafe(text.replace(NOW, now))
