@@ -70,6 +70,26 @@ pub fn document_id(cluster: &str, uid: &str) -> String {
     format!("{cluster}/{uid}")
 }
 
+/// A resourceVersion as the number writes are fenced on. Kubernetes calls it opaque, but
+/// it is the etcd revision in practice, so newer is greater. One that is not plain digits
+/// within an `i64` (what both backends compare) gives `None`: written unconditionally,
+/// as before fencing.
+pub(crate) fn fence_version(resource_version: &str) -> Option<i64> {
+    if resource_version.is_empty() || !resource_version.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    resource_version.parse().ok()
+}
+
+/// Whether `stored` is a newer version than `written` (both numbers, see
+/// [`fence_version`]): the write of `written` is skipped.
+pub(crate) fn fenced(stored: &str, written: &str) -> bool {
+    matches!(
+        (fence_version(stored), fence_version(written)),
+        (Some(stored), Some(written)) if stored > written
+    )
+}
+
 fn collect_text(value: &Value, out: &mut String) {
     match value {
         Value::Null => {}
@@ -94,4 +114,22 @@ fn push(out: &mut String, text: &str) {
 /// Milliseconds since the epoch: the precision both backends keep.
 pub(crate) fn millis(t: OffsetDateTime) -> i64 {
     (t.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fence_version, fenced};
+
+    #[test]
+    fn only_plain_integers_are_fenced() {
+        assert_eq!(fence_version("12345"), Some(12345));
+        assert_eq!(fence_version("007"), Some(7));
+        assert_eq!(fence_version("9223372036854775807"), Some(i64::MAX));
+        for opaque in ["", "+5", "-1", "1.5", "abc", " 1", "9223372036854775808"] {
+            assert_eq!(fence_version(opaque), None, "{opaque:?}");
+        }
+        assert!(fenced("10", "9"));
+        assert!(!fenced("10", "10") && !fenced("9", "10"));
+        assert!(!fenced("10", "x") && !fenced("x", "9"));
+    }
 }

@@ -36,22 +36,44 @@ pub trait ResourceStorage: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), StorageError>;
 
     /// Inserts or replaces each document by id. `Ok` only once every one is stored.
+    /// Fenced: a document whose resourceVersion is older than the stored one's is skipped
+    /// (the same version is written again: relists rewrite documents to re-audit them),
+    /// so a syncer that comes back after losing its cluster never writes over newer data.
+    /// A resourceVersion that is not a number is written unconditionally (see
+    /// `fence_version`).
     async fn upsert(&self, documents: &[ResourceDocument]) -> Result<(), StorageError>;
 
-    /// Removes a document; `false` when there was none.
-    async fn delete(&self, cluster: &str, uid: &str) -> Result<bool, StorageError>;
+    /// Removes a document; `false` when there was none, or when `resource_version` (the
+    /// deleted object's last) is older than the stored one's. `None` removes it whatever
+    /// its version.
+    async fn delete(
+        &self,
+        cluster: &str,
+        uid: &str,
+        resource_version: Option<&str>,
+    ) -> Result<bool, StorageError>;
 
     /// Marks a document deleted (kept for a rule's keep-after-delete); `false` when there
-    /// was none. The same for every backend: read, mark, write back.
+    /// was none, or it is newer than `resource_version`. The same for every backend: read,
+    /// mark, write back through the fenced `upsert`. The kept document takes the deleted
+    /// object's resourceVersion (the deletion's revision), so a stale write of the live
+    /// object cannot bring it back.
     async fn soft_delete(
         &self,
         cluster: &str,
         uid: &str,
         at: OffsetDateTime,
+        resource_version: Option<&str>,
     ) -> Result<bool, StorageError> {
         let Some(mut document) = self.get(cluster, uid).await? else {
             return Ok(false);
         };
+        if let Some(version) = resource_version {
+            if document::fenced(&document.resource_version, version) {
+                return Ok(false);
+            }
+            document.resource_version = version.to_owned();
+        }
         document.deleted = true;
         document.deletion_timestamp.get_or_insert(at);
         document.sync_at = at;

@@ -49,10 +49,14 @@ impl ResourceStorage for Metered {
             .await
     }
 
-    async fn delete(&self, cluster: &str, uid: &str) -> Result<bool, StorageError> {
-        self.ops
-            .observe("delete", self.inner.delete(cluster, uid))
-            .await
+    async fn delete(
+        &self,
+        cluster: &str,
+        uid: &str,
+        resource_version: Option<&str>,
+    ) -> Result<bool, StorageError> {
+        let work = self.inner.delete(cluster, uid, resource_version);
+        self.ops.observe("delete", work).await
     }
 
     async fn soft_delete(
@@ -60,8 +64,9 @@ impl ResourceStorage for Metered {
         cluster: &str,
         uid: &str,
         at: OffsetDateTime,
+        resource_version: Option<&str>,
     ) -> Result<bool, StorageError> {
-        let work = self.inner.soft_delete(cluster, uid, at);
+        let work = self.inner.soft_delete(cluster, uid, at, resource_version);
         self.ops.observe("soft_delete", work).await
     }
 

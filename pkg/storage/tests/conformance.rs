@@ -551,13 +551,16 @@ async fn documents_round_trip_and_writes_do_what_they_say() {
         assert_eq!(s.count(None).await.unwrap(), live, "an upsert replaces");
 
         let at = datetime!(2026-06-01 00:00:00 UTC);
-        assert!(s.soft_delete(&first.cluster, &first.uid, at).await.unwrap());
+        assert!(s
+            .soft_delete(&first.cluster, &first.uid, at, None)
+            .await
+            .unwrap());
         let soft = s.get(&first.cluster, &first.uid).await.unwrap().unwrap();
         assert!(soft.deleted && soft.sync_at == at);
         assert_eq!(s.count(None).await.unwrap(), live - 1);
 
-        assert!(s.delete(&first.cluster, &first.uid).await.unwrap());
-        assert!(!s.delete(&first.cluster, &first.uid).await.unwrap());
+        assert!(s.delete(&first.cluster, &first.uid, None).await.unwrap());
+        assert!(!s.delete(&first.cluster, &first.uid, None).await.unwrap());
         assert_eq!(s.get(&first.cluster, &first.uid).await.unwrap(), None);
 
         // A relist of Pods in beta that began after everything was synced saw only two.
@@ -610,6 +613,174 @@ async fn documents_round_trip_and_writes_do_what_they_say() {
         let gamma = docs.iter().filter(|d| d.cluster == "gamma").count() as u64;
         assert_eq!(s.delete_cluster("gamma").await.unwrap(), gamma);
         assert_eq!(s.count(Some("gamma")).await.unwrap(), 0);
+    }
+}
+
+/// The cluster of the fencing cases, apart from the synthetic documents.
+const FENCED: &str = "fenced";
+
+/// One object at a resourceVersion, its every written part marked with `generation`: the
+/// body, a label, an issue, a reference key.
+fn version_of(uid: &str, resource_version: &str, generation: &str) -> ResourceDocument {
+    let issue = Finding {
+        rule: format!("rule-{generation}"),
+        severity: Severity::High,
+        title: generation.to_owned(),
+        message: generation.to_owned(),
+        remediation: generation.to_owned(),
+    };
+    ResourceDocument {
+        cluster: FENCED.to_owned(),
+        uid: uid.to_owned(),
+        name: format!("{uid}-object"),
+        labels: BTreeMap::from([("gen".to_owned(), generation.to_owned())]),
+        resource_version: resource_version.to_owned(),
+        object: json!({"data": {"generation": generation}}),
+        issues: vec![issue],
+        refs: vec![format!("owner:{generation}")],
+        deleted: false,
+        ..documents()[1].clone()
+    }
+}
+
+/// Ids of the fenced cluster's documents (deleted or not) matching `condition`.
+async fn fenced_ids(s: &dyn Storage, condition: &str) -> Vec<String> {
+    let sql = format!(
+        "select * from resources where cluster = '{FENCED}' and {condition} and (deleted = true or deleted = false)"
+    );
+    answer(s, &parse(&sql).unwrap()).await.1
+}
+
+/// What the stored document is found under: exactly `generation`'s label, issue, reference
+/// key and words, none of any other generation's.
+async fn found_as(b: &Backend, d: &ResourceDocument, generation: &str, others: &[&str]) {
+    let (s, name) = (b.storage.as_ref(), b.name);
+    let id = vec![d.id()];
+    for g in std::iter::once(generation).chain(others.iter().copied()) {
+        let expect = if g == generation {
+            id.clone()
+        } else {
+            Vec::new()
+        };
+        for condition in [
+            format!("labels.gen = '{g}'"),
+            format!("issue = 'rule-{g}'"),
+            format!("contains(content, '{g}')"),
+        ] {
+            let got = fenced_ids(s, &condition).await;
+            assert_eq!(got, expect, "{name}: {condition}");
+        }
+        let by_ref = Query {
+            filter: Expr::Compare {
+                field: Field::Ref,
+                op: Op::Eq,
+                value: Value::Text(format!("owner:{g}")),
+            },
+            order_by: Vec::new(),
+            limit: None,
+            offset: None,
+        };
+        assert_eq!(answer(s, &by_ref).await.1, expect, "{name}: ref of {g}");
+    }
+}
+
+#[tokio::test]
+async fn an_older_resource_version_never_replaces_a_newer_one() {
+    let backends = backends().await;
+    for b in &backends {
+        let s = b.storage.as_ref();
+        let get = |d: &ResourceDocument| {
+            let (cluster, uid) = (d.cluster.clone(), d.uid.clone());
+            async move { s.get(&cluster, &uid).await.unwrap() }
+        };
+        let newer = version_of("a", "20", "newer");
+        s.upsert(std::slice::from_ref(&newer)).await.unwrap();
+        // Alone, and after the newer one in the same batch: skipped, nothing of it kept.
+        let older = version_of("a", "9", "older");
+        s.upsert(std::slice::from_ref(&older)).await.unwrap();
+        s.upsert(&[version_of("a", "20", "newer"), older.clone()])
+            .await
+            .unwrap();
+        assert_eq!(get(&newer).await.as_ref(), Some(&newer), "{}", b.name);
+        found_as(b, &newer, "newer", &["older"]).await;
+        // Numbers, not text: "100" is newer than "99".
+        let hundred = version_of("a", "100", "hundred");
+        s.upsert(&[hundred.clone(), version_of("a", "99", "older")])
+            .await
+            .unwrap();
+        assert_eq!(get(&hundred).await.as_ref(), Some(&hundred), "{}", b.name);
+
+        // The same version is written again (a relist re-audits it).
+        let again = version_of("a", "100", "again");
+        s.upsert(std::slice::from_ref(&again)).await.unwrap();
+        assert_eq!(get(&again).await.as_ref(), Some(&again), "{}", b.name);
+        found_as(b, &again, "again", &["hundred", "newer", "older"]).await;
+
+        // A newer version replaces it.
+        let newest = version_of("a", "101", "newest");
+        s.upsert(std::slice::from_ref(&newest)).await.unwrap();
+        assert_eq!(get(&newest).await.as_ref(), Some(&newest), "{}", b.name);
+        found_as(b, &newest, "newest", &["again"]).await;
+
+        // A version that is not a number is written unconditionally, over a number or
+        // over another that is not.
+        let opaque = version_of("a", "v1-opaque", "opaque");
+        s.upsert(std::slice::from_ref(&opaque)).await.unwrap();
+        assert_eq!(get(&opaque).await.as_ref(), Some(&opaque), "{}", b.name);
+        found_as(b, &opaque, "opaque", &["newest"]).await;
+        let other = version_of("a", "a0-opaque", "other");
+        s.upsert(std::slice::from_ref(&other)).await.unwrap();
+        assert_eq!(get(&other).await.as_ref(), Some(&other), "{}", b.name);
+    }
+}
+
+#[tokio::test]
+async fn deletes_are_fenced_by_the_deleted_objects_resource_version() {
+    let backends = backends().await;
+    let at = datetime!(2026-06-01 00:00:00 UTC);
+    for b in &backends {
+        let s = b.storage.as_ref();
+        let stored = version_of("d", "30", "live");
+        s.upsert(std::slice::from_ref(&stored)).await.unwrap();
+
+        // An older deletion leaves the newer document, hard or soft.
+        assert!(
+            !s.delete(FENCED, "d", Some("15")).await.unwrap(),
+            "{}",
+            b.name
+        );
+        assert!(!s.soft_delete(FENCED, "d", at, Some("15")).await.unwrap());
+        assert_eq!(s.get(FENCED, "d").await.unwrap().as_ref(), Some(&stored));
+
+        // A soft delete at the deletion's version keeps the document at that version, so a
+        // stale write of the live object cannot bring it back.
+        assert!(s.soft_delete(FENCED, "d", at, Some("40")).await.unwrap());
+        let kept = s.get(FENCED, "d").await.unwrap().unwrap();
+        assert!(kept.deleted && kept.resource_version == "40", "{}", b.name);
+        s.upsert(std::slice::from_ref(&stored)).await.unwrap();
+        assert_eq!(s.get(FENCED, "d").await.unwrap(), Some(kept), "{}", b.name);
+        assert!(fenced_ids(s, "deleted = false").await.is_empty());
+
+        // The same version or a newer one removes it; so does one without a version.
+        assert!(
+            s.delete(FENCED, "d", Some("40")).await.unwrap(),
+            "{}",
+            b.name
+        );
+        assert_eq!(s.get(FENCED, "d").await.unwrap(), None);
+        s.upsert(&[version_of("e", "50", "live"), version_of("f", "50", "live")])
+            .await
+            .unwrap();
+        assert!(
+            s.delete(FENCED, "e", Some("51")).await.unwrap(),
+            "{}",
+            b.name
+        );
+        assert!(s.delete(FENCED, "f", None).await.unwrap(), "{}", b.name);
+        // One that is not a number removes it whatever its version.
+        s.upsert(&[version_of("g", "60", "live")]).await.unwrap();
+        assert!(s.delete(FENCED, "g", Some("opaque")).await.unwrap());
+        assert!(fenced_ids(s, "labels.gen = 'live'").await.is_empty());
     }
 }
 

@@ -127,13 +127,19 @@ impl Watcher {
                     let Some(uid) = object.metadata.uid else {
                         continue;
                     };
+                    // The deletion's revision: the apiserver sets it on the deleted object.
+                    let resource_version = object.metadata.resource_version;
                     if options.keep_after_delete {
                         Op::SoftDelete {
                             uid,
                             at: now_millis(),
+                            resource_version,
                         }
                     } else {
-                        Op::Delete { uid }
+                        Op::Delete {
+                            uid,
+                            resource_version,
+                        }
                     }
                 }
                 watcher::Event::InitDone => Op::Purge {

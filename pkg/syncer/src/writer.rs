@@ -29,13 +29,17 @@ const FENCE_POLL: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub enum Op {
     Upsert(ResourceDocument),
+    /// The object went. Its last resourceVersion fences the delete (storage skips it when
+    /// it holds a newer version).
     Delete {
         uid: String,
+        resource_version: Option<String>,
     },
     /// The object went, and its rule keeps deleted objects.
     SoftDelete {
         uid: String,
         at: OffsetDateTime,
+        resource_version: Option<String>,
     },
     /// A list completed: its type's documents written before it began are gone.
     Purge {
@@ -194,16 +198,27 @@ impl Writer {
         let cluster = self.progress.name().to_owned();
         match op {
             Op::Upsert(_) => unreachable!("upserts are batched"),
-            Op::Delete { uid } => {
+            Op::Delete {
+                uid,
+                resource_version,
+            } => {
                 self.progress.wrote();
-                self.retry("delete a document", || storage.delete(&cluster, &uid))
-                    .await
-                    .is_some()
+                let version = resource_version.as_deref();
+                self.retry("delete a document", || {
+                    storage.delete(&cluster, &uid, version)
+                })
+                .await
+                .is_some()
             }
-            Op::SoftDelete { uid, at } => {
+            Op::SoftDelete {
+                uid,
+                at,
+                resource_version,
+            } => {
                 self.progress.wrote();
+                let version = resource_version.as_deref();
                 self.retry("mark a document deleted", || {
-                    storage.soft_delete(&cluster, &uid, at)
+                    storage.soft_delete(&cluster, &uid, at, version)
                 })
                 .await
                 .is_some()

@@ -16,7 +16,7 @@ use elasticsearch::http::transport::{SingleNodeConnectionPool, TransportBuilder}
 use elasticsearch::indices::{
     IndicesCreateParts, IndicesPutIndexTemplateParts, IndicesPutMappingParts,
 };
-use elasticsearch::params::{Conflicts, Refresh};
+use elasticsearch::params::{Conflicts, Refresh, VersionType};
 use elasticsearch::{
     BulkParts, CountParts, DeleteByQueryParts, DeleteParts, Elasticsearch, GetParts, SearchParts,
 };
@@ -26,7 +26,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::config::{ElasticConfig, RefreshPolicy};
-use crate::document::{document_id, ResourceDocument};
+use crate::document::{document_id, fence_version, ResourceDocument};
 use crate::window::{total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
@@ -37,6 +37,8 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Elasticsearch's default `index.max_result_window`.
 const MAX_WINDOW: u64 = 10_000;
+/// A write refused by external versioning: the stored version is newer (fenced).
+const VERSION_CONFLICT: u16 = 409;
 
 pub struct ElasticStorage {
     client: Elasticsearch,
@@ -164,6 +166,22 @@ fn decode(hit_source: &Json) -> Result<ResourceDocument, StorageError> {
         .map_err(|e| StorageError::Corrupt(e.to_string()))
 }
 
+/// The bulk action of one document: versioned externally by its resourceVersion, so an
+/// older one is refused with 409 and the same one is written again (`external_gte`); one
+/// that is not a number is written unconditionally (the server's own version then counts
+/// on from the stored one).
+fn index_action(id: &str, d: &ResourceDocument) -> Json {
+    match fence_version(&d.resource_version) {
+        Some(version) => json!({"index": {
+            "_id": id, "version": version, "version_type": "external_gte"
+        }}),
+        None => json!({"index": {"_id": id}}),
+    }
+}
+
+/// A document waiting to be written: its id, its bulk action and its source.
+type Pending = (String, Json, Json);
+
 /// Whether a failed bulk may be tried again.
 enum BulkFailure {
     Retry(StorageError),
@@ -272,14 +290,12 @@ impl ElasticStorage {
         }
     }
 
-    /// One bulk request; returns the documents to send again (429 and 5xx items).
-    async fn bulk_once(
-        &self,
-        batch: &[(String, Json)],
-    ) -> Result<Vec<(String, Json)>, BulkFailure> {
+    /// One bulk request of (id, action, source); returns the documents to send again (429
+    /// and 5xx items).
+    async fn bulk_once(&self, batch: &[Pending]) -> Result<Vec<Pending>, BulkFailure> {
         let mut body: Vec<JsonBody<Json>> = Vec::with_capacity(batch.len() * 2);
-        for (id, doc) in batch {
-            body.push(json!({"index": {"_id": id}}).into());
+        for (_, action, doc) in batch {
+            body.push(action.clone().into());
             body.push(doc.clone().into());
         }
         let response = self
@@ -313,8 +329,10 @@ impl ElasticStorage {
         }
         for (item, pending) in items.iter().zip(batch) {
             let status = item["index"]["status"].as_u64().unwrap_or(0);
-            match status {
+            match u16::try_from(status).unwrap_or(0) {
                 200..=299 => {}
+                // Fenced: a newer version is stored; the write is done.
+                VERSION_CONFLICT => {}
                 429 | 500..=599 => again.push(pending.clone()),
                 _ => {
                     return Err(BulkFailure::Fatal(StorageError::Invalid(format!(
@@ -388,8 +406,13 @@ impl ResourceStorage for ElasticStorage {
         if documents.is_empty() {
             return Ok(());
         }
-        let mut pending: Vec<(String, Json)> =
-            documents.iter().map(|d| (d.id(), source(d))).collect();
+        let mut pending: Vec<Pending> = documents
+            .iter()
+            .map(|d| {
+                let id = d.id();
+                (id.clone(), index_action(&id, d), source(d))
+            })
+            .collect();
         let mut backoff = FIRST_BACKOFF;
         for attempt in 1..=BULK_ATTEMPTS {
             let outcome = match self.ready().await {
@@ -414,19 +437,27 @@ impl ResourceStorage for ElasticStorage {
         )))
     }
 
-    async fn delete(&self, cluster: &str, uid: &str) -> Result<bool, StorageError> {
+    async fn delete(
+        &self,
+        cluster: &str,
+        uid: &str,
+        resource_version: Option<&str>,
+    ) -> Result<bool, StorageError> {
         self.ready().await?;
-        let response = self
+        let id = document_id(cluster, uid);
+        let mut request = self
             .client
-            .delete(DeleteParts::IndexId(
-                &self.index,
-                &document_id(cluster, uid),
-            ))
-            .refresh(self.refresh())
-            .send()
-            .await
-            .map_err(transport_error)?;
-        if response.status_code().as_u16() == 404 {
+            .delete(DeleteParts::IndexId(&self.index, &id))
+            .refresh(self.refresh());
+        // Fenced as upserts are; the server also keeps the tombstone's version a while
+        // (`index.gc_deletes`), refusing an older write of the deleted document meanwhile.
+        if let Some(version) = resource_version.and_then(fence_version) {
+            request = request
+                .version(version)
+                .version_type(VersionType::ExternalGte);
+        }
+        let response = request.send().await.map_err(transport_error)?;
+        if matches!(response.status_code().as_u16(), 404 | VERSION_CONFLICT) {
             return Ok(false);
         }
         success(response, "delete").await.map(|_| true)

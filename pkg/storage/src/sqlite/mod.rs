@@ -12,7 +12,7 @@ use sqlx::sqlite::{SqliteArguments, SqlitePool};
 use sqlx::{Arguments, AssertSqlSafe, Row};
 use time::OffsetDateTime;
 
-use crate::document::{document_id, millis, ResourceDocument};
+use crate::document::{document_id, fence_version, millis, ResourceDocument};
 use crate::window::{total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
@@ -157,11 +157,13 @@ impl ResourceStorage for SqliteStorage {
             let labels = serde_json::to_string(&d.labels).unwrap_or_default();
             let annotations = serde_json::to_string(&d.annotations).unwrap_or_default();
             let counts = d.severity_counts();
+            // Fenced: an older version than the stored one updates nothing and returns no
+            // row; a NULL on either side (not a number) writes as before fencing.
             let row = sqlx::query(
                 "INSERT INTO resources (id, cluster, api_version, kind, kind_lower, namespace, name, \
                  uid, resource_version, creation_ts, deletion_ts, sync_at, deleted, keywords, \
-                 score, issues_low, issues_medium, issues_high) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                 score, issues_low, issues_medium, issues_high, version) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
                  ON CONFLICT (id) DO UPDATE SET cluster = excluded.cluster, \
                  api_version = excluded.api_version, kind = excluded.kind, \
                  kind_lower = excluded.kind_lower, namespace = excluded.namespace, \
@@ -171,7 +173,9 @@ impl ResourceStorage for SqliteStorage {
                  sync_at = excluded.sync_at, deleted = excluded.deleted, \
                  keywords = excluded.keywords, score = excluded.score, \
                  issues_low = excluded.issues_low, issues_medium = excluded.issues_medium, \
-                 issues_high = excluded.issues_high \
+                 issues_high = excluded.issues_high, version = excluded.version \
+                 WHERE excluded.version IS NULL OR resources.version IS NULL \
+                 OR excluded.version >= resources.version \
                  RETURNING rowid",
             )
             .bind(d.id())
@@ -192,9 +196,14 @@ impl ResourceStorage for SqliteStorage {
             .bind(counts.low as i64)
             .bind(counts.medium as i64)
             .bind(counts.high as i64)
-            .fetch_one(&mut *tx)
+            .bind(fence_version(&d.resource_version))
+            .fetch_optional(&mut *tx)
             .await
             .map_err(from_sqlx)?;
+            // Skipped: its document, pairs and text stay those of the newer version.
+            let Some(row) = row else {
+                continue;
+            };
             let rowid: i64 = row.try_get(0).map_err(from_sqlx)?;
             sqlx::query(
                 "INSERT OR REPLACE INTO resource_docs (doc, labels, annotations, body) \
@@ -279,9 +288,22 @@ impl ResourceStorage for SqliteStorage {
         tx.commit().await.map_err(from_sqlx)
     }
 
-    async fn delete(&self, cluster: &str, uid: &str) -> Result<bool, StorageError> {
+    async fn delete(
+        &self,
+        cluster: &str,
+        uid: &str,
+        resource_version: Option<&str>,
+    ) -> Result<bool, StorageError> {
         let id = Param::Text(document_id(cluster, uid));
-        Ok(self.delete_where("r.id = ?", vec![id]).await? > 0)
+        let Some(version) = resource_version.and_then(fence_version) else {
+            return Ok(self.delete_where("r.id = ?", vec![id]).await? > 0);
+        };
+        // Fenced as upserts are: a newer stored version stays.
+        let condition = "r.id = ? AND (r.version IS NULL OR r.version <= ?)";
+        Ok(self
+            .delete_where(condition, vec![id, Param::Int(version)])
+            .await?
+            > 0)
     }
 
     async fn get(
@@ -596,7 +618,74 @@ mod tests {
         let labelled =
             karpor_search::parse("select * from resources where labels.app = 'shop'").unwrap();
         assert_eq!(storage.search(&labelled, 0, 10).await.unwrap().total, 0);
-        assert!(storage.delete("c", "2").await.unwrap());
+        assert!(storage.delete("c", "2", None).await.unwrap());
         assert!(names(&storage, "=f").await.is_empty());
+    }
+
+    /// A database written before fencing gets each row's version from its text when it
+    /// is opened, and is fenced from then on.
+    #[tokio::test]
+    async fn a_database_from_before_fencing_is_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db");
+        let pool = open_pool(&path).await.unwrap();
+        MIGRATIONS.run_to(3, &pool).await.unwrap();
+        let newer = ResourceDocument {
+            resource_version: "20".to_owned(),
+            ..doc("1", "web", &[("gen", "new")])
+        };
+        let opaque = ResourceDocument {
+            resource_version: "abc".to_owned(),
+            ..doc("2", "api", &[])
+        };
+        for (rowid, d) in [(1, &newer), (2, &opaque)] {
+            sqlx::query(
+                "INSERT INTO resources (rowid, id, cluster, api_version, kind, kind_lower, \
+                 namespace, name, uid, resource_version, sync_at, deleted, keywords) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, '')",
+            )
+            .bind(rowid)
+            .bind(d.id())
+            .bind(&d.cluster)
+            .bind(&d.api_version)
+            .bind(&d.kind)
+            .bind(d.kind.to_lowercase())
+            .bind(&d.namespace)
+            .bind(&d.name)
+            .bind(&d.uid)
+            .bind(&d.resource_version)
+            .execute(&pool)
+            .await
+            .unwrap();
+            sqlx::query("INSERT INTO resource_docs VALUES (?, '{}', '{}', ?)")
+                .bind(rowid)
+                .bind(serde_json::to_string(d).unwrap())
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        pool.close().await;
+
+        let storage = SqliteStorage::open(&path).await.unwrap();
+        let versions: Vec<(String, Option<i64>)> =
+            sqlx::query_as("SELECT id, version FROM resources ORDER BY id")
+                .fetch_all(&storage.pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            versions,
+            [("c/1".to_owned(), Some(20)), ("c/2".to_owned(), None)]
+        );
+        let older = ResourceDocument {
+            resource_version: "10".to_owned(),
+            ..doc("1", "web", &[("gen", "old")])
+        };
+        let numbered = ResourceDocument {
+            resource_version: "5".to_owned(),
+            ..doc("2", "api", &[])
+        };
+        storage.upsert(&[older, numbered.clone()]).await.unwrap();
+        assert_eq!(storage.get("c", "1").await.unwrap(), Some(newer));
+        assert_eq!(storage.get("c", "2").await.unwrap(), Some(numbered));
     }
 }
