@@ -2,7 +2,9 @@
 # Installs and starts every service the test suite needs, on loopback, each with a
 # readiness loop; records each PID so `stop_services` can stop exactly what it started.
 # Sourced by scripts/test.sh; `bash scripts/services.sh start` runs it alone for
-# development and writes the addresses to target/test-services/env.sh.
+# development and writes the addresses to target/test-services/env.sh. With
+# KARPOR_TEST_WITH_ETCD_CLUSTER=1 it also starts a three-member etcd
+# (KARPOR_TEST_ETCD_CLUSTER=url1,url2,url3).
 #
 # Recipes follow the verified notes for this kind of machine (Debian 12, root, no systemd).
 
@@ -157,6 +159,30 @@ start_etcd() { # NAME -> prints the client URL
   echo "http://127.0.0.1:$client"
 }
 
+# Three members on loopback, for trying failover by hand (tests start their own through
+# the testkit's EtcdCluster). A member alone has no leader, so all start before any wait.
+start_etcd_cluster() { # NAME -> prints the three client URLs, comma-separated
+  local name=$1 i clients=() peers=() initial=""
+  for i in 0 1 2; do
+    clients+=("$(free_port)") peers+=("$(free_port)")
+    initial+="${initial:+,}$name-$i=http://127.0.0.1:${peers[i]}"
+  done
+  for i in 0 1 2; do
+    etcd --name "$name-$i" --data-dir "$RUN_DIR/$name-$i" \
+      --listen-client-urls "http://127.0.0.1:${clients[i]}" --advertise-client-urls "http://127.0.0.1:${clients[i]}" \
+      --listen-peer-urls "http://127.0.0.1:${peers[i]}" --initial-advertise-peer-urls "http://127.0.0.1:${peers[i]}" \
+      --initial-cluster "$initial" --initial-cluster-token "$name" \
+      --max-request-bytes 8388608 >"$RUN_DIR/$name-$i.log" 2>&1 &
+    record_pid "$name-$i" $!
+  done
+  for i in 0 1 2; do
+    wait_until 30 "$name-$i" "$RUN_DIR/$name-$i.log" curl -sf "http://127.0.0.1:${clients[i]}/health" || return 1
+  done
+  local urls=()
+  for i in 0 1 2; do urls+=("http://127.0.0.1:${clients[i]}"); done
+  (IFS=,; echo "${urls[*]}")
+}
+
 start_mariadb() {
   local port data="$RUN_DIR/mysql"
   port=$(free_port)
@@ -257,6 +283,11 @@ start_services() {
   KARPOR_TEST_OPENSEARCH_URL=$(start_opensearch) || return 1
   KARPOR_TEST_KUBECONFIG_A=$(start_apiserver a "$kube_etcd") || return 1
   KARPOR_TEST_KUBECONFIG_B=$(start_apiserver b "$kube_etcd") || return 1
+  # Optional: KARPOR_TEST_WITH_ETCD_CLUSTER=1 adds a three-member etcd.
+  if [ "${KARPOR_TEST_WITH_ETCD_CLUSTER:-}" = 1 ]; then
+    KARPOR_TEST_ETCD_CLUSTER=$(start_etcd_cluster etcd-cluster) || return 1
+    export KARPOR_TEST_ETCD_CLUSTER
+  fi
   export KARPOR_TEST_ETCD KARPOR_TEST_MYSQL_URL KARPOR_TEST_ES_URL KARPOR_TEST_OPENSEARCH_URL \
     KARPOR_TEST_KUBECONFIG_A KARPOR_TEST_KUBECONFIG_B
   # Binaries, so tests can start private instances they are allowed to kill.

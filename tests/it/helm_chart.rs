@@ -596,6 +596,10 @@ fn invalid_combinations_fail_with_a_clear_message() {
             "karpor: metadata.backend=etcd with metadata.etcd.bundled=false needs metadata.etcd.endpoints",
         ),
         (
+            &["syncer.separate=false", "syncer.replicas=2"],
+            "karpor: syncer.replicas=2 counts pods of the separate syncer; syncer.separate=false runs the syncer inside the one server",
+        ),
+        (
             &["shutdown.terminationGracePeriodSeconds=5"],
             "karpor: shutdown.terminationGracePeriodSeconds=5 is below shutdown.preStopSleepSeconds + drainDelay + gracePeriod + 5 s = 13",
         ),
@@ -614,6 +618,7 @@ fn wrong_values_fail_the_schema() {
         ("storage.backend=opensearch", "/storage/backend"),
         ("metadata.etcd.replicas=2", "/metadata/etcd/replicas"),
         ("server.replicaCount=0", "/server/replicaCount"),
+        ("syncer.replicas=0", "/syncer/replicas"),
         ("shutdown.drainDelay=five", "/shutdown/drainDelay"),
         ("health.checkTimeout=1", "/health/checkTimeout"),
         ("readiness.upstreams[0].name=x", "/readiness/upstreams/0"),
@@ -1349,6 +1354,110 @@ fn disruption_budgets_cover_the_server_and_the_syncer_without_stalling_drains() 
 }
 
 #[test]
+fn a_scaled_out_syncer_rolls_has_a_budget_and_names_each_member_after_its_pod() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(
+        &[
+            values_file(ETCD_ELASTICSEARCH),
+            sets(&["syncer.replicas=3"]),
+        ]
+        .concat(),
+    );
+    let syncer = objects.deployment(&format!("{RELEASE}-syncer"));
+    assert_eq!(at(syncer, "spec.replicas"), Some(&yaml("3")));
+    assert_eq!(
+        at(syncer, "spec.strategy"),
+        Some(&yaml(
+            "{type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}"
+        )),
+        "a new syncer joins before an old one leaves"
+    );
+    let member = at(container(syncer), "env")
+        .and_then(Value::as_sequence)
+        .and_then(|env| {
+            env.iter()
+                .find(|e| str_at(e, "name") == "KARPOR_SYNCER_MEMBER")
+        })
+        .expect("KARPOR_SYNCER_MEMBER");
+    assert_eq!(
+        str_at(member, "valueFrom.fieldRef.fieldPath"),
+        "metadata.name"
+    );
+    // Several syncers get a budget without podDisruptionBudget.enabled; the server none.
+    assert_eq!(objects.of_kind("PodDisruptionBudget").count(), 1);
+    let budget = objects.get(&format!("PodDisruptionBudget/{RELEASE}-syncer"));
+    assert_eq!(at(budget, "spec.maxUnavailable"), Some(&yaml("1")));
+    assert!(selects(
+        at(budget, "spec.selector").unwrap(),
+        pod_labels(syncer)
+    ));
+    assert!(!selects(
+        at(budget, "spec.selector").unwrap(),
+        pod_labels(objects.deployment(RELEASE))
+    ));
+
+    // The bundled etcd: three members, each a peer at its headless-service name.
+    let etcd = objects.get(&format!("StatefulSet/{RELEASE}-etcd"));
+    assert_eq!(at(etcd, "spec.replicas"), Some(&yaml("3")));
+    let headless = format!("{RELEASE}-etcd-headless");
+    assert_eq!(str_at(etcd, "spec.serviceName"), headless);
+    let args: Vec<&str> = at(container(etcd), "args")
+        .and_then(Value::as_sequence)
+        .expect("etcd args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let peers: Vec<String> = (0..3)
+        .map(|i| {
+            format!("{RELEASE}-etcd-{i}=http://{RELEASE}-etcd-{i}.{headless}.{NAMESPACE}.svc:2380")
+        })
+        .collect();
+    assert!(
+        args.contains(&format!("--initial-cluster={}", peers.join(",")).as_str()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(
+            &format!(
+                "--initial-advertise-peer-urls=http://$(POD_NAME).{headless}.{NAMESPACE}.svc:2380"
+            )
+            .as_str()
+        ),
+        "{args:?}"
+    );
+    let service = objects.get(&format!("Service/{headless}"));
+    assert_eq!(str_at(service, "spec.clusterIP"), "None");
+    assert_eq!(
+        at(service, "spec.publishNotReadyAddresses"),
+        Some(&Value::Bool(true)),
+        "members find each other before they are ready"
+    );
+    // karpor is given every member.
+    let config: Value = yaml(&objects.config("syncer").unwrap());
+    assert_eq!(
+        at(&config, "metadata.etcd.endpoints"),
+        Some(&Value::Sequence(
+            (0..3)
+                .map(|i| Value::String(format!(
+                    "http://{RELEASE}-etcd-{i}.{headless}.{NAMESPACE}.svc:2379"
+                )))
+                .collect()
+        ))
+    );
+
+    // One syncer: no budget unless asked for, and the same rolling update.
+    let single = tools.check(&values_file(ETCD_ELASTICSEARCH));
+    assert_eq!(single.of_kind("PodDisruptionBudget").count(), 0);
+    assert_eq!(
+        str_at(
+            single.deployment(&format!("{RELEASE}-syncer")),
+            "spec.strategy.type"
+        ),
+        "RollingUpdate"
+    );
+}
+
+#[test]
 fn network_policies_let_karpor_reach_only_dns_its_stores_and_the_clusters() {
     let Some(tools) = tools() else { return };
     let objects = tools.check(&values_file(EXPOSED));
@@ -1505,11 +1614,17 @@ fn extra_env_volumes_and_exec_settings_reach_the_server_and_the_syncer() {
     ] {
         let deployment = objects.deployment(&name);
         let c = container(deployment);
-        assert_eq!(
-            at(c, "env"),
-            Some(&yaml("[{name: AWS_REGION, value: eu-west-1}]")),
-            "{name}"
-        );
+        // The syncer's member name comes first; extraEnv follows.
+        let member =
+            "{name: KARPOR_SYNCER_MEMBER, valueFrom: {fieldRef: {fieldPath: metadata.name}}}";
+        let (env, plain_env) = match role {
+            "syncer" => (
+                format!("[{member}, {{name: AWS_REGION, value: eu-west-1}}]"),
+                Some(yaml(&format!("[{member}]"))),
+            ),
+            _ => ("[{name: AWS_REGION, value: eu-west-1}]".to_owned(), None),
+        };
+        assert_eq!(at(c, "env"), Some(&yaml(&env)), "{name}");
         let volumes = at(deployment, "spec.template.spec.volumes")
             .and_then(Value::as_sequence)
             .unwrap();
@@ -1539,7 +1654,10 @@ fn extra_env_volumes_and_exec_settings_reach_the_server_and_the_syncer() {
             )),
             "{role}"
         );
-        assert_eq!(at(container(plain.deployment(&name)), "env"), None);
+        assert_eq!(
+            at(container(plain.deployment(&name)), "env"),
+            plain_env.as_ref()
+        );
     }
 }
 

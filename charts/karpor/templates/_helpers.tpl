@@ -99,6 +99,9 @@ template that renders karpor, so `helm template` and `helm install` stop on them
 {{- if and (not $v.syncer.separate) (gt (int $v.server.replicaCount) 1) }}
 {{- fail (printf "karpor: syncer.separate=false runs a syncer inside every server replica; with server.replicaCount=%d they would all sync the same clusters: set syncer.separate=true" (int $v.server.replicaCount)) }}
 {{- end }}
+{{- if and (gt (int $v.syncer.replicas) 1) (not $v.syncer.separate) }}
+{{- fail (printf "karpor: syncer.replicas=%d counts pods of the separate syncer; syncer.separate=false runs the syncer inside the one server: set syncer.separate=true" (int $v.syncer.replicas)) }}
+{{- end }}
 {{- if and $v.readiness.includeSyncer (not $v.syncer.separate) }}
 {{- fail "karpor: readiness.includeSyncer=true needs syncer.separate=true (an in-process syncer is already the server's Syncer check)" }}
 {{- end }}
@@ -546,9 +549,19 @@ containers:
       - {{ ternary "serve" "syncer" (eq .role "server") }}
       - --config
       - /etc/karpor/config/karpor.yaml
-    {{- with $r.extraEnv }}
+    {{- /* Every pod that runs a syncer names its member after itself. */}}
+    {{- $member := or (eq .role "syncer") (not $v.syncer.separate) }}
+    {{- if or $member $r.extraEnv }}
     env:
+      {{- if $member }}
+      - name: KARPOR_SYNCER_MEMBER
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.name
+      {{- end }}
+      {{- with $r.extraEnv }}
       {{- toYaml . | nindent 6 }}
+      {{- end }}
     {{- end }}
     ports:
       - name: http

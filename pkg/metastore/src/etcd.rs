@@ -1,7 +1,8 @@
 //! etcd through etcd-client. Keys are `{prefix}/{kind}/{name}`; a record's version is its
 //! mod revision; creates, updates and deletes are transactions that compare first, so a
 //! stale version is a `Conflict` and never an overwrite. The change feed is an etcd watch.
-//! The client is made on first use and kept; its channel reconnects by itself.
+//! The client is made on first use and kept; its channel reconnects by itself. With
+//! several endpoints a prober keeps the channel to the members that answer with a leader.
 //!
 //! Members and claims are keys under `{prefix}/members/` and `{prefix}/claims/` attached
 //! to the member's etcd lease, so they vanish when it expires or is revoked. Neither is a
@@ -33,7 +34,7 @@ pub struct EtcdStore {
     endpoints: Vec<String>,
     options: ConnectOptions,
     prefix: String,
-    client: OnceCell<Client>,
+    client: OnceCell<(Client, Option<Prober>)>,
 }
 
 impl EtcdStore {
@@ -43,9 +44,12 @@ impl EtcdStore {
                 "metadata.etcd.endpoints is empty".to_owned(),
             ));
         }
+        // A member without a leader (no quorum, or cut off from the others) refuses at
+        // once: a request fails rather than waiting out the timeout, and so does the ping.
         let mut options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(1))
-            .with_timeout(Duration::from_secs(2));
+            .with_timeout(Duration::from_secs(2))
+            .with_require_leader(true);
         if let Some(user) = &config.username {
             let password = match &config.password {
                 Some(p) => p.resolve()?.expose().to_owned(),
@@ -67,12 +71,16 @@ impl EtcdStore {
     async fn client(&self) -> Result<Client, StoreError> {
         self.client
             .get_or_try_init(|| async {
-                Client::connect(&self.endpoints, Some(self.options.clone()))
+                let client = Client::connect(&self.endpoints, Some(self.options.clone()))
                     .await
-                    .map_err(from_etcd)
+                    .map_err(from_etcd)?;
+                let prober = (self.endpoints.len() > 1).then(|| {
+                    Prober::spawn(client.clone(), self.endpoints.clone(), self.options.clone())
+                });
+                Ok((client, prober))
             })
             .await
-            .cloned()
+            .map(|(client, _)| client.clone())
     }
 
     fn kind_prefix(&self, kind: Kind) -> String {
@@ -128,6 +136,81 @@ impl EtcdStore {
             }
         }
     }
+}
+
+/// How often the prober asks each member for its status.
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// tonic's balanced channel keeps sending a share of requests to a member that died (a
+/// reconnecting endpoint reports itself ready and fails the call) and drops for good one
+/// that was down when the client was made. The prober asks every member for its status
+/// twice a second and keeps in the channel exactly those that answer (with a leader, as
+/// every request requires); when none does, it leaves the channel as it is. Stopped
+/// with the store.
+struct Prober(tokio::task::AbortHandle);
+
+impl Drop for Prober {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Prober {
+    fn spawn(channel: Client, endpoints: Vec<String>, options: ConnectOptions) -> Prober {
+        let task = tokio::spawn(async move {
+            let mut probes: Vec<Option<Client>> = vec![None; endpoints.len()];
+            // Unknown at first: the channel may already have dropped a member.
+            let mut inside: Vec<Option<bool>> = vec![None; endpoints.len()];
+            loop {
+                let answers = futures::future::join_all(
+                    endpoints
+                        .iter()
+                        .zip(probes.iter_mut())
+                        .map(|(endpoint, probe)| answers(endpoint, probe, &options)),
+                )
+                .await;
+                if answers.contains(&true) {
+                    // Additions first, so the channel is never left empty.
+                    for wanted in [true, false] {
+                        for (i, endpoint) in endpoints.iter().enumerate() {
+                            if answers[i] != wanted || inside[i] == Some(wanted) {
+                                continue;
+                            }
+                            let changed = if wanted {
+                                channel.add_endpoint(endpoint).await
+                            } else {
+                                channel.remove_endpoint(endpoint).await
+                            };
+                            if changed.is_ok() {
+                                inside[i] = Some(wanted);
+                                tracing::debug!(endpoint, answers = wanted, "etcd endpoint");
+                            }
+                        }
+                    }
+                }
+                tokio::time::sleep(PROBE_INTERVAL).await;
+            }
+        });
+        Prober(task.abort_handle())
+    }
+}
+
+/// Whether the member at `endpoint` answers a status request, through a client of its own;
+/// made anew after a failure, since that client's channel may have dropped the member too.
+async fn answers(endpoint: &str, probe: &mut Option<Client>, options: &ConnectOptions) -> bool {
+    if probe.is_none() {
+        *probe = Client::connect([endpoint], Some(options.clone()))
+            .await
+            .ok();
+    }
+    let up = match probe {
+        Some(client) => client.status().await.is_ok(),
+        None => false,
+    };
+    if !up {
+        *probe = None;
+    }
+    up
 }
 
 fn tls_options(tls: &EtcdTls) -> Result<TlsOptions, StoreError> {

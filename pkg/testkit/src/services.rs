@@ -1,5 +1,6 @@
 //! Private instances of the real test services, for tests that kill, pause and restart
-//! them. The binaries come from the test script (`KARPOR_TEST_*_BIN`).
+//! them. The binaries come from the test script (`KARPOR_TEST_*_BIN`). An etcd cluster of
+//! three members is in [`EtcdCluster`].
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -8,6 +9,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::service;
+
+mod etcd_cluster;
+
+pub use etcd_cluster::EtcdCluster;
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -96,6 +101,11 @@ impl Managed {
     /// The running process's id (for a test that hands the kill to another program).
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
+    }
+
+    /// Whether it was started and not since killed or stopped.
+    pub fn running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// SIGKILL: the abrupt death a crash or OOM kill gives.
