@@ -112,9 +112,11 @@ async fn main() {
         tokio::time::sleep(WINDOW).await;
         let after: Vec<_> = futures::future::join_all(syncers.iter().map(operations)).await;
         let (mut writes, mut reads) = (0.0, 0.0);
+        let mut per_op: BTreeMap<&str, f64> = BTreeMap::new();
         for (b, a) in before.iter().zip(&after) {
             for (op, n) in a {
                 let delta = n - b.get(op).copied().unwrap_or(0.0);
+                *per_op.entry(op.as_str()).or_default() += delta / WINDOW.as_secs_f64();
                 if WRITES.contains(&op.as_str()) {
                     writes += delta;
                 } else {
@@ -122,6 +124,7 @@ async fn main() {
                 }
             }
         }
+        eprintln!("{count} registered, operations per second: {per_op:.1?}");
         let mut held: BTreeMap<String, usize> = BTreeMap::new();
         for claim in store.claims().await.unwrap() {
             *held.entry(claim.member).or_default() += 1;

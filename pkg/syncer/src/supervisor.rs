@@ -10,7 +10,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use karpor_audit::AuditConfig;
 use karpor_core::model::{AuditPolicy, Cluster, Kind, RelationRule, SyncRule};
 use karpor_health::{HealthChecker, Membership};
@@ -192,9 +192,25 @@ impl Supervisor {
                             Kind::Cluster | Kind::SyncRule | Kind::AuditPolicy | Kind::RelationRule
                         ) =>
                     {
-                        // A burst of writes (an import, say) is one reconcile.
+                        // A burst of writes (an import, say) is one reconcile: what
+                        // queued meanwhile is taken at once, not a reconcile each.
                         tokio::time::sleep(Duration::from_millis(100)).await;
+                        let mut ended = false;
+                        loop {
+                            match changes.next().now_or_never() {
+                                Some(Some(Ok(_))) => {}
+                                Some(Some(Err(e))) => return Err(e),
+                                Some(None) => {
+                                    ended = true;
+                                    break;
+                                }
+                                None => break,
+                            }
+                        }
                         self.reconcile(state).await?;
+                        if ended {
+                            return Ok(());
+                        }
                     }
                     Some(Ok(_)) => {}
                     Some(Err(e)) => return Err(e),
