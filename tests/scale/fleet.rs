@@ -111,25 +111,39 @@ impl Fleet {
         syncer.wait_exit(Duration::from_secs(10));
     }
 
-    /// Sends `signal`; a stopped syncer is left out of the sampling until it is
-    /// continued and has had a tick to stop what it no longer holds (it cannot write
-    /// meanwhile: its writers check its lease first).
-    pub fn signal(&mut self, name: &str, signal: &str) {
-        let syncer = &self.syncers[name];
-        match signal {
-            "STOP" | "TERM" => {
-                self.probes.lock().unwrap().remove(name);
+    /// Sends `signal`. A stopped syncer is left out of the sampling until, continued, it
+    /// runs no cluster it does not hold (it cannot write meanwhile: its writers check its
+    /// lease first, and the lease it ran under is gone).
+    pub async fn signal(&mut self, name: &str, signal: &str) {
+        let url = self.syncers[name].url("/metrics");
+        if matches!(signal, "STOP" | "TERM") {
+            self.probes.lock().unwrap().remove(name);
+        }
+        self.syncers[name].signal(signal);
+        if signal != "CONT" {
+            return;
+        }
+        let woken = Instant::now();
+        loop {
+            let held: BTreeSet<String> = self.held_by(name).await.into_iter().collect();
+            if let Some(running) = running(&url).await {
+                if running.keys().all(|c| held.contains(c)) {
+                    break;
+                }
             }
-            _ => {}
+            assert!(
+                woken.elapsed() < Duration::from_secs(60),
+                "[{}] {name} still runs clusters it does not hold",
+                self.backend
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        syncer.signal(signal);
-        if signal == "CONT" {
-            std::thread::sleep(Duration::from_secs(2));
-            self.probes
-                .lock()
-                .unwrap()
-                .insert(name.to_owned(), syncer.url("/metrics"));
-        }
+        eprintln!(
+            "[{}] {name} continued: runs only what it holds after {:?}",
+            self.backend,
+            woken.elapsed()
+        );
+        self.probes.lock().unwrap().insert(name.to_owned(), url);
     }
 
     /// Every registered cluster's claim holder.
@@ -169,14 +183,7 @@ impl Fleet {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        for (name, syncer) in &self.syncers {
-            let logs = syncer.logs();
-            let tail: Vec<&str> = logs.lines().rev().take(40).collect();
-            eprintln!("--- {name}, last lines:");
-            for line in tail.iter().rev() {
-                eprintln!("{line}");
-            }
-        }
+        self.print_logs();
         panic!(
             "[{}] not settled on {members:?} within {limit:?}: {last}",
             self.backend
@@ -220,6 +227,17 @@ impl Fleet {
         Ok(())
     }
 
+    fn print_logs(&self) {
+        for (name, syncer) in &self.syncers {
+            let logs = syncer.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+            eprintln!("--- {name}, last lines:");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+
     /// Prints how evenly the clusters are spread.
     pub async fn balance(&self, label: &str) {
         let mut per: BTreeMap<String, usize> = BTreeMap::new();
@@ -257,11 +275,28 @@ impl Fleet {
                 );
                 return;
             }
-            assert!(
-                started.elapsed() < CONVERGE,
-                "[{}] {label}: storage differs from clusters {wrong:?} after {CONVERGE:?}",
-                self.backend
-            );
+            if started.elapsed() > CONVERGE {
+                let owners = self.owners().await;
+                for cluster in &wrong {
+                    let stored = self.stored(cluster).await;
+                    let want = &live[self.clusters[cluster]];
+                    let missing = want.keys().filter(|u| !stored.contains_key(*u)).count();
+                    let extra = stored.keys().filter(|u| !want.contains_key(*u)).count();
+                    let stale = want
+                        .iter()
+                        .filter(|(u, v)| stored.get(*u).is_some_and(|s| s != *v))
+                        .count();
+                    eprintln!(
+                        "{cluster}: held by {:?}; {missing} missing, {extra} extra, {stale} stale",
+                        owners.get(cluster)
+                    );
+                }
+                self.print_logs();
+                panic!(
+                    "[{}] {label}: storage differs from clusters {wrong:?} after {CONVERGE:?}",
+                    self.backend
+                );
+            }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }

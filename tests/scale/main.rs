@@ -7,7 +7,9 @@
 //! TTL and a settle), SIGSTOP of one for longer than the TTL and SIGCONT (it stops
 //! writing, nothing is lost or overwritten with an older version), a fourth syncer
 //! joining (about a quarter of the clusters move, all to it), and SIGTERM of one (its
-//! clusters move well before the TTL). After each, storage equals the clusters. Runs
+//! clusters move well before the TTL). After each, storage equals the clusters. Then, on
+//! a three-member etcd, the leader is killed under the same load: nothing moves, nothing
+//! runs twice, and a server's readiness answers throughout. Runs
 //! alone in the test script (it starts several processes and times hand-overs); what it
 //! measured is printed and summarised in docs/scale.md.
 
@@ -22,7 +24,7 @@ use fleet::{Fleet, TTL};
 use karpor_testkit::api::Client;
 use karpor_testkit::cluster::{kube_name, Kube};
 use karpor_testkit::process::{get, wait_for};
-use karpor_testkit::services::{Elastic, Etcd};
+use karpor_testkit::services::{Elastic, Etcd, EtcdCluster};
 
 /// Registered clusters, alternately over apiservers a and b.
 const CLUSTERS: usize = 30;
@@ -71,6 +73,95 @@ async fn syncers_share_the_clusters_with_one_owner_each_through_every_fault() {
         a.delete_namespace(&namespace).await;
         b.delete_namespace(&namespace).await;
     }
+
+    // The metadata store is a three-member etcd that loses its leader under the same load.
+    let Some(mut members) = EtcdCluster::start() else {
+        assert!(!ci, "etcd is missing");
+        return;
+    };
+    members.wait_healthy();
+    let namespace = format!("{run}-leader");
+    let churn = Churn::start(&[&a, &b], &namespace).await;
+    let endpoints: Vec<String> = members.urls().iter().map(|u| format!("'{u}'")).collect();
+    let metadata = format!(
+        "{{backend: etcd, etcd: {{endpoints: [{}], prefix: '/{run}'}}}}",
+        endpoints.join(", ")
+    );
+    let storage = format!(
+        "{{backend: elasticsearch, url: '{}', index: '{namespace}', refresh: 'true'}}",
+        es.url()
+    );
+    let fleet = Fleet::new(
+        "etcd-cluster",
+        &metadata,
+        &storage,
+        &namespace,
+        [&a, &b],
+        CLUSTERS,
+    )
+    .await;
+    leader_loss(fleet, &churn, &mut members).await;
+    churn.stop().await;
+    a.delete_namespace(&namespace).await;
+    b.delete_namespace(&namespace).await;
+}
+
+/// The syncers' leases outlive an election: nothing moves, nothing runs twice, storage
+/// equals the clusters, and a server's readiness says what it sees throughout.
+async fn leader_loss(mut fleet: Fleet, churn: &Churn, members: &mut EtcdCluster) {
+    let backend = fleet.backend;
+    for name in ["s1", "s2", "s3"] {
+        fleet.start(name);
+    }
+    fleet
+        .settle(&["s1", "s2", "s3"], Duration::from_secs(90))
+        .await;
+    let server = fleet.server();
+    let ready = "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n";
+    wait_for(Duration::from_secs(30), "the server ready", || async {
+        get(&server.url("/readyz")).await == (200, ready.to_owned())
+    })
+    .await;
+    let before = fleet.owners().await;
+    let leader = members.leader().await;
+    let killed = Instant::now();
+    members.kill(leader);
+    // Every probe meanwhile answers, ready or not with a reason, never hangs.
+    let mut answers = BTreeMap::new();
+    while killed.elapsed() < Duration::from_secs(5) {
+        let probed = Instant::now();
+        let (status, body) = get(&server.url("/readyz")).await;
+        assert!(probed.elapsed() < Duration::from_secs(5), "a probe hung");
+        assert!(status == 200 || status == 503, "{status}: {body}");
+        *answers.entry(status).or_insert(0) += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let took = fleet.settle(&["s1", "s2", "s3"], TTL + SETTLE).await;
+    let after = fleet.owners().await;
+    let moved = before
+        .keys()
+        .filter(|c| before.get(*c) != after.get(*c))
+        .count();
+    eprintln!(
+        "[{backend}] leader {leader} killed: probes {answers:?} in 5 s, all held and running after {:?}, {moved} clusters moved",
+        killed.elapsed() - Duration::from_secs(5) + took
+    );
+    assert_eq!(moved, 0, "the leases outlive an election: nothing moves");
+    fleet
+        .storage_equals_clusters(churn, "after the leader's loss")
+        .await;
+    wait_for(
+        Duration::from_secs(30),
+        "the server ready again",
+        || async { get(&server.url("/readyz")).await == (200, ready.to_owned()) },
+    )
+    .await;
+    let doubles = fleet.stop_sampling().await;
+    assert_eq!(
+        doubles,
+        BTreeMap::new(),
+        "clusters run by two syncers at once"
+    );
 }
 
 async fn faults(mut fleet: Fleet, churn: &Churn) {
@@ -108,7 +199,7 @@ async fn faults(mut fleet: Fleet, churn: &Churn) {
         .settle(&["s1", "s2", "s3"], TTL + SETTLE + SETTLE)
         .await;
     let paused = Instant::now();
-    fleet.signal("s2", "STOP");
+    fleet.signal("s2", "STOP").await;
     fleet
         .settle_without("s2", &["s1", "s3"], TTL + SETTLE + SETTLE)
         .await;
@@ -117,7 +208,7 @@ async fn faults(mut fleet: Fleet, churn: &Churn) {
         paused.elapsed()
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
-    fleet.signal("s2", "CONT");
+    fleet.signal("s2", "CONT").await;
     let back = fleet
         .settle(&["s1", "s2", "s3"], TTL + SETTLE + SETTLE)
         .await;
@@ -155,7 +246,7 @@ async fn faults(mut fleet: Fleet, churn: &Churn) {
 
     // A graceful stop hands over at once.
     let stopped = Instant::now();
-    fleet.signal("s3", "TERM");
+    fleet.signal("s3", "TERM").await;
     let took = fleet.settle_without("s3", &["s1", "s2", "s4"], TTL).await;
     eprintln!(
         "[{backend}] SIGTERM: s3's clusters run elsewhere after {:?} (TTL {TTL:?})",
