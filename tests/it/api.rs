@@ -995,6 +995,17 @@ async fn every_documented_operation_reaches_its_handler() {
         }
     }
     assert!(operations >= 17, "{operations} operations documented");
+    // A record is an object: serde would read a struct from an array (`[]` for a policy
+    // whose fields all have defaults), so bodies are refused unless they are objects.
+    for (method, path) in [
+        ("PUT", "/rest-api/v1/audit/policy"),
+        ("POST", "/rest-api/v1/sync-rule/no-such-name"),
+        ("POST", "/rest-api/v1/relation-rule/no-such-name"),
+    ] {
+        let (code, answer) = api.call(method, path, Some(json!([]))).await;
+        assert_eq!(code, 400, "{method} {path}: {answer}");
+        assert_eq!(answer["message"], "the body must be a JSON object");
+    }
     // And the fallback still answers what is not a route.
     let (code, answer) = api.call("GET", "/rest-api/v1/nothing-here", None).await;
     assert_eq!(

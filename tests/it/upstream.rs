@@ -65,7 +65,9 @@ async fn the_server_follows_the_syncer_only_when_it_is_an_upstream() {
         get(&server.url("/readyz")).await,
         (
             200,
-            "[+] Ping ok\n[+] Server ok\n[+] Storage ok\n[+] Syncer-remote ok\nhealth check passed\n"
+            // Its own `Syncer` line says whether a live syncer holds every cluster.
+            "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\n[+] Syncer-remote ok\n\
+             health check passed\n"
                 .to_owned()
         )
     );

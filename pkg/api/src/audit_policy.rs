@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use axum::extract::{Query, State};
-use axum::Json;
 use karpor_audit::{AuditConfig, Category};
 use karpor_core::model::AuditPolicy;
 use karpor_metastore::Stored;
@@ -16,6 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::body::Body;
 use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
 use crate::openapi::Errors;
 use crate::AppState;
@@ -167,7 +167,7 @@ pub struct PolicyBody {
 pub(crate) async fn replace(
     State(state): State<AppState>,
     Query(params): Query<VersionParam>,
-    Json(config): Json<AuditConfig>,
+    Body(config): Body<AuditConfig>,
 ) -> ApiResult {
     config
         .validate()

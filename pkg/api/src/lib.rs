@@ -5,6 +5,7 @@
 mod ai;
 mod audit_policy;
 mod auth;
+mod body;
 mod clusters;
 mod config;
 mod envelope;

@@ -219,6 +219,14 @@ pub(crate) async fn event_stream(
         name: Some(name),
         ..Locator::default()
     };
+    // An unknown cluster is the request's error, not a stream of in-band warnings.
+    match state.metastore.get::<Cluster>(&cluster).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return ApiError::not_found(format!("cluster {cluster:?} not found")).into_response()
+        }
+        Err(e) => return ApiError::from(e).into_response(),
+    }
     let wanted = params.event_type;
     let frames = frames(state, at, cluster, wanted);
     let mut response = Sse::new(frames)

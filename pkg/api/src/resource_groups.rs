@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
-use axum::Json;
 use karpor_core::model::{validate_name, ResourceGroupRule};
 use karpor_metastore::Stored;
 use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
@@ -16,6 +15,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::body::Body;
 use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
 use crate::openapi::{Errors, NamePath};
 use crate::AppState;
@@ -170,7 +170,7 @@ fn body_name(body: &RuleBody) -> Result<String, ApiError> {
 pub(crate) async fn create(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    Json(body): Json<RuleBody>,
+    Body(body): Body<RuleBody>,
 ) -> ApiResult {
     let stored = state.metastore.create(record(name, body)?).await?;
     Ok(Reply::created(view(stored)))
@@ -182,7 +182,7 @@ pub(crate) async fn create(
         Errors))]
 pub(crate) async fn create_named_in_body(
     State(state): State<AppState>,
-    Json(body): Json<RuleBody>,
+    Body(body): Body<RuleBody>,
 ) -> ApiResult {
     let name = body_name(&body)?;
     let stored = state.metastore.create(record(name, body)?).await?;
@@ -197,7 +197,7 @@ pub(crate) async fn create_named_in_body(
 pub(crate) async fn update(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    Json(body): Json<RuleBody>,
+    Body(body): Body<RuleBody>,
 ) -> ApiResult {
     replace(&state, name, body).await
 }
@@ -208,7 +208,7 @@ pub(crate) async fn update(
         Errors))]
 pub(crate) async fn update_named_in_body(
     State(state): State<AppState>,
-    Json(body): Json<RuleBody>,
+    Body(body): Body<RuleBody>,
 ) -> ApiResult {
     let name = body_name(&body)?;
     replace(&state, name, body).await

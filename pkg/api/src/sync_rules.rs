@@ -20,6 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Principal;
+use crate::body::Body;
 use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
 use crate::openapi::{Errors, NamePath};
 use crate::AppState;
@@ -257,7 +258,7 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
     Path(name): Path<String>,
-    Json(body): Json<SyncRuleBody>,
+    Body(body): Body<SyncRuleBody>,
 ) -> ApiResult {
     let rule = body.record(name)?;
     let stored = state.metastore.create(rule).await?;
@@ -276,7 +277,7 @@ pub(crate) async fn update(
     Extension(by): Extension<Principal>,
     Path(name): Path<String>,
     Query(params): Query<VersionParam>,
-    Json(body): Json<SyncRuleBody>,
+    Body(body): Body<SyncRuleBody>,
 ) -> ApiResult {
     let rule = body.record(name.clone())?;
     let current = find(&state, &name).await?;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::{Extension, Json};
+use axum::Extension;
 use karpor_core::model::{
     validate_name, Cluster, Kubeconfig as StoredKubeconfig, MAX_KUBECONFIG_BYTES,
 };
@@ -22,6 +22,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Principal;
+use crate::body::Body;
 use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
 use crate::openapi::{Errors, NamePath};
 use crate::params::{lenient_bool, Format};
@@ -253,7 +254,7 @@ pub(crate) async fn create(
     Extension(by): Extension<Principal>,
     Path(name): Path<String>,
     Query(param): Query<ContextParam>,
-    Json(body): Json<ClusterBody>,
+    Body(body): Body<ClusterBody>,
 ) -> ApiResult {
     validate_name(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
     if body.kube_config.is_none() {
@@ -282,7 +283,7 @@ pub(crate) async fn update(
     Extension(by): Extension<Principal>,
     Path(name): Path<String>,
     Query(param): Query<ContextParam>,
-    Json(body): Json<ClusterBody>,
+    Body(body): Body<ClusterBody>,
 ) -> ApiResult {
     let current = find(&state, &name).await?;
     let mut record = current.record.clone();

@@ -6,7 +6,6 @@
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
 use karpor_core::model::{KindRef, Record, Relation, RelationRule};
 use karpor_metastore::Stored;
 use serde::{Deserialize, Serialize};
@@ -15,6 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::body::Body;
 use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
 use crate::openapi::{Errors, NamePath};
 use crate::AppState;
@@ -153,7 +153,7 @@ pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>
 pub(crate) async fn create(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    Json(body): Json<RuleBody>,
+    Body(body): Body<RuleBody>,
 ) -> ApiResult {
     let stored = state.metastore.create(record(name, body)?).await?;
     tracing::info!(rule = stored.record.name, "relation rule created");
@@ -169,7 +169,7 @@ pub(crate) async fn replace(
     State(state): State<AppState>,
     Path(name): Path<String>,
     Query(params): Query<VersionParam>,
-    Json(body): Json<RuleBody>,
+    Body(body): Body<RuleBody>,
 ) -> ApiResult {
     let rule = record(name, body)?;
     let current = state.metastore.get::<RelationRule>(&rule.name).await?;
