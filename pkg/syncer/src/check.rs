@@ -50,6 +50,17 @@ impl HealthReporter for SyncerCheck {
             );
         }
         let share = self.status.share();
+        if !share.lease_held && share.registered > 0 {
+            // Not joined yet, or cut off from the metadata store past its lease: it syncs
+            // nothing until it holds one.
+            return CheckOutcome::fail(
+                Reason::InitialSync {
+                    done: 0,
+                    total: share.registered,
+                },
+                "this syncer holds no membership lease",
+            );
+        }
         if share.unowned_overdue > 0 {
             return CheckOutcome::fail(
                 Reason::Unowned,
@@ -59,7 +70,9 @@ impl HealthReporter for SyncerCheck {
                 ),
             );
         }
-        let (done, total) = self.status.initial_sync();
+        let (done, running) = self.status.initial_sync();
+        // Its clusters not started yet (being claimed) hold it too.
+        let total = running + share.pending;
         if done < total {
             return CheckOutcome::fail(
                 Reason::InitialSync { done, total },

@@ -264,6 +264,9 @@ pub struct Share {
     pub registered: usize,
     /// Registered clusters no live member has held for longer than the lease TTL.
     pub unowned_overdue: usize,
+    /// Registered clusters this member is preferred for but does not run yet (being
+    /// claimed, or handed over by another): they hold its initial sync.
+    pub pending: usize,
 }
 
 /// How far the current audit policy has reached: clusters whose every document was

@@ -69,6 +69,8 @@ struct State {
     /// Registered clusters no live member holds, since when (as first seen here).
     unowned: BTreeMap<String, Instant>,
     members: usize,
+    /// Registered clusters this member is preferred for and does not hold yet.
+    pending: usize,
     lease: LeaseSeen,
     fence: Arc<Fence>,
     /// Deregistered clusters whose documents could not be removed yet.
@@ -99,6 +101,7 @@ impl Supervisor {
             owned: BTreeMap::new(),
             unowned: BTreeMap::new(),
             members: 0,
+            pending: 0,
             lease,
             fence,
             orphans: BTreeSet::new(),
@@ -279,6 +282,7 @@ impl Supervisor {
                 tracing::warn!("the syncer lease is not held; stopping this member's clusters");
             }
             state.owned.clear();
+            state.pending = 0;
             self.converge(state).await;
             return Ok(());
         };
@@ -340,6 +344,13 @@ impl Supervisor {
                 Err(e) => return Err(e),
             }
         }
+        state.pending = registered
+            .iter()
+            .filter(|name| {
+                !state.owned.contains_key(*name)
+                    && ownership::preferred(&members, name) == Some(lease.member.as_str())
+            })
+            .count();
         self.converge(state).await;
         Ok(())
     }
@@ -453,6 +464,7 @@ impl Supervisor {
             owned: state.owned.clone(),
             registered: state.registered.len(),
             unowned_overdue: overdue,
+            pending: state.pending,
         });
     }
 
