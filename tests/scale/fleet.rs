@@ -365,6 +365,17 @@ async fn running(url: &str) -> Option<BTreeMap<String, String>> {
     Some(running)
 }
 
+/// Cluster → the syncers that run it, reading `urls` in order.
+async fn runners(urls: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
+    let mut runners: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (member, url) in urls {
+        for cluster in running(url).await.unwrap_or_default().into_keys() {
+            runners.entry(cluster).or_default().push(member.clone());
+        }
+    }
+    runners
+}
+
 async fn sample(probes: Probes, stop: CancellationToken) -> Doubles {
     let mut doubles = Doubles::new();
     while !stop.is_cancelled() {
@@ -374,16 +385,22 @@ async fn sample(probes: Probes, stop: CancellationToken) -> Doubles {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let mut runners: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (member, url) in urls {
-            for cluster in running(&url).await.unwrap_or_default().into_keys() {
-                runners.entry(cluster).or_default().push(member.clone());
-            }
-        }
-        for (cluster, members) in runners {
-            if members.len() > 1 {
-                eprintln!("sample: {cluster} run by {members:?}");
-                doubles.insert(cluster, members);
+        // Syncers are read one after another, so a hand-over between two reads would
+        // look like two runners: read forwards, then backwards, and count a cluster
+        // only when the same syncers run it both times (a hand-over shows the new
+        // owner without the old one on the way back).
+        let forwards = runners(&urls).await;
+        let mut reversed = urls.clone();
+        reversed.reverse();
+        let backwards = runners(&reversed).await;
+        for (cluster, members) in forwards {
+            let both: Vec<String> = members
+                .into_iter()
+                .filter(|m| backwards.get(&cluster).is_some_and(|b| b.contains(m)))
+                .collect();
+            if both.len() > 1 {
+                eprintln!("sample: {cluster} run by {both:?}");
+                doubles.insert(cluster, both);
             }
         }
         tokio::select! {
