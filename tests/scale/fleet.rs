@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use karpor_metastore::{Metastore, MetastoreConfig};
 use karpor_storage::{Storage, StorageConfig};
 use karpor_testkit::cluster::Kube;
-use karpor_testkit::process::{get, import, Karpor, Spawn};
+use karpor_testkit::process::{import, Karpor, Spawn};
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -337,12 +337,17 @@ impl Fleet {
 
 /// The clusters a syncer runs (those with a sync state series), with their state.
 async fn running(url: &str) -> Option<BTreeMap<String, String>> {
-    let (status, body) = tokio::time::timeout(Duration::from_secs(2), get(url))
-        .await
+    // Not the testkit's `get`, which fails the test: a syncer may be gone between the
+    // sampler's list and its read.
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
         .ok()?;
-    if status != 200 {
+    let response = client.get(url).send().await.ok()?;
+    if !response.status().is_success() {
         return None;
     }
+    let body = response.text().await.ok()?;
     let mut running = BTreeMap::new();
     for line in body.lines() {
         let Some(labels) = line.strip_prefix("karpor_syncer_cluster_state{") else {
