@@ -21,9 +21,16 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
         if !value.is_object() {
             return Err((StatusCode::BAD_REQUEST, "the body must be a JSON object").into_response());
         }
-        serde_json::from_value(value).map(Body).map_err(|e| {
-            let message = format!("Failed to deserialize the JSON body into the target type: {e}");
-            (StatusCode::BAD_REQUEST, message).into_response()
-        })
+        // With the failing field's path, as axum's `Json` says it (`transform.mode: ...`).
+        serde_path_to_error::deserialize(value)
+            .map(Body)
+            .map_err(|e| {
+                let message = format!(
+                    "Failed to deserialize the JSON body into the target type: {}: {}",
+                    e.path(),
+                    e.inner()
+                );
+                (StatusCode::BAD_REQUEST, message).into_response()
+            })
     }
 }
