@@ -157,6 +157,12 @@ impl Fleet {
             .collect()
     }
 
+    /// The live members' names.
+    pub async fn members(&self) -> BTreeSet<String> {
+        let members = self.metastore.members().await.unwrap();
+        members.into_iter().map(|m| m.name).collect()
+    }
+
     pub async fn held_by(&self, member: &str) -> Vec<String> {
         let owners = self.owners().await;
         owners
