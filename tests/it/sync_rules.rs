@@ -225,41 +225,6 @@ async fn sync_rules_have_crud_with_roles_versions_and_errors_that_name_the_field
     admin.assert_no_secret_answered();
 }
 
-/// A CRD of a group no other run uses, and its `Database` resource.
-async fn database_crd(kube: &Kube) -> (ApiResource, String) {
-    let group = format!("{}.karpor.test", kube_name("rules"));
-    let crds = resource(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-    );
-    let name = format!("databases.{group}");
-    kube.create(
-        &crds,
-        None,
-        json!({
-            "metadata": {"name": name},
-            "spec": {
-                "group": group, "scope": "Namespaced",
-                "names": {"plural": "databases", "singular": "database", "kind": "Database"},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true}}}]
-            }
-        }),
-    )
-    .await;
-    let databases = resource(&group, "v1", "Database", "databases");
-    let api = kube.api(&databases, Some("default"));
-    wait_for(LIMIT, "the Database CRD is served", || {
-        let api = api.clone();
-        async move { api.list(&ListParams::default()).await.is_ok() }
-    })
-    .await;
-    (databases, name)
-}
-
 /// Waits until `cluster` follows `rule` at `version` and has settled under it.
 async fn settled(api: &Client, cluster: &str, rules: &[(&str, Option<i64>)]) -> Value {
     let want: Vec<Value> = rules
@@ -323,7 +288,7 @@ async fn a_custom_resource_is_searchable_by_default_and_a_rule_round_trips_throu
 
     // The first try: a custom resource made after the cluster was added is
     // searchable with the built-in rules, without anything else.
-    let (databases, crd) = database_crd(&kube).await;
+    let (databases, crd) = kube.database_crd("rules").await;
     for name in ["orders", "users"] {
         kube.create(
             &databases,

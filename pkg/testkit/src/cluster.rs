@@ -220,6 +220,44 @@ impl Kube {
     }
 }
 
+impl Kube {
+    /// A `Database` CRD in a group of its own (`TAG-...karpor.test`), served once this
+    /// returns: its resource and the CRD's name.
+    pub async fn database_crd(&self, tag: &str) -> (ApiResource, String) {
+        let group = format!("{}.karpor.test", kube_name(tag));
+        let crds = resource(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        );
+        let name = format!("databases.{group}");
+        self.create(
+            &crds,
+            None,
+            json!({
+                "metadata": {"name": name},
+                "spec": {
+                    "group": group, "scope": "Namespaced",
+                    "names": {"plural": "databases", "singular": "database", "kind": "Database"},
+                    "versions": [{"name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object",
+                            "x-kubernetes-preserve-unknown-fields": true}}}]
+                }
+            }),
+        )
+        .await;
+        let databases = resource(&group, "v1", "Database", "databases");
+        let api = self.api(&databases, Some("default"));
+        wait_for(LIMIT, "the Database CRD is served", || {
+            let api = api.clone();
+            async move { api.list(&ListParams::default()).await.is_ok() }
+        })
+        .await;
+        (databases, name)
+    }
+}
+
 /// A name no other test or run uses, valid as a Kubernetes name.
 pub fn kube_name(tag: &str) -> String {
     crate::unique(tag).replace('_', "-")
