@@ -748,36 +748,14 @@ async fn the_built_in_rules_sync_a_custom_resource_whose_crd_comes_later() {
     )
     .await;
 
-    let group = format!("{}.karpor.test", unique("db"));
-    let databases = karpor_testkit::cluster::resource(&group, "v1", "Database", "databases");
+    let (databases, crd_name) = kube.database_crd("db").await;
+    let group = databases.group.clone();
     let crds = karpor_testkit::cluster::resource(
         "apiextensions.k8s.io",
         "v1",
         "CustomResourceDefinition",
         "customresourcedefinitions",
     );
-    let crd_name = format!("databases.{group}");
-    kube.create(
-        &crds,
-        None,
-        json!({
-            "metadata": {"name": crd_name},
-            "spec": {
-                "group": group, "scope": "Namespaced",
-                "names": {"plural": "databases", "singular": "database", "kind": "Database"},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true}}}]
-            }
-        }),
-    )
-    .await;
-    let api = kube.api(&databases, Some(&ns));
-    wait_for(LIMIT, "the Database CRD is served", || {
-        let api = api.clone();
-        async move { api.list(&Default::default()).await.is_ok() }
-    })
-    .await;
     kube.create(
         &databases,
         Some(&ns),
