@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use karpor_testkit::process::{get, get_with, wait_for, Karpor, Spawn};
+use karpor_testkit::process::{get, get_with, ready, wait_for, Karpor, Spawn};
 use karpor_testkit::service;
 use karpor_testkit::services::{Elastic, Etcd, Managed, Mariadb};
 
@@ -25,7 +25,7 @@ async fn the_etcd_and_elasticsearch_config_is_ready() {
     };
     let storage = format!("{{backend: elasticsearch, url: '{es}'}}");
     let karpor = Spawn::serve(&etcd_config(&etcd, &storage)).start();
-    assert_eq!(get(&karpor.url("/readyz")).await, (200, READY.to_owned()));
+    assert_eq!(ready(&karpor).await, (200, READY.to_owned()));
 }
 
 #[tokio::test]
@@ -45,7 +45,7 @@ async fn the_mysql_and_opensearch_config_is_ready() {
         ..Spawn::serve(&config)
     }
     .start();
-    assert_eq!(get(&karpor.url("/readyz")).await, (200, READY.to_owned()));
+    assert_eq!(ready(&karpor).await, (200, READY.to_owned()));
 }
 
 /// A MySQL URL naming a database that does not exist is a configuration problem, not a
@@ -162,7 +162,7 @@ async fn a_dead_etcd_fails_server_and_readiness_returns_after_restart() {
         return;
     };
     let karpor = Spawn::serve(&etcd_config(&etcd.url(), "{backend: sqlite, path: r.db}")).start();
-    assert_eq!(get(&karpor.url("/readyz")).await, (200, READY.to_owned()));
+    assert_eq!(ready(&karpor).await, (200, READY.to_owned()));
 
     kill_and_expect(&karpor, &mut etcd.process, SERVER_DOWN).await;
     let (_, detail) = get_with(
@@ -180,7 +180,7 @@ async fn a_paused_etcd_answers_timeout_within_the_deadline() {
         return;
     };
     let karpor = Spawn::serve(&etcd_config(&etcd.url(), "{backend: sqlite, path: r.db}")).start();
-    assert_eq!(get(&karpor.url("/readyz")).await.0, 200);
+    assert_eq!(ready(&karpor).await.0, 200);
     etcd.process.pause();
     // Past the cached pass, then every probe must still answer within the deadline.
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -212,7 +212,7 @@ async fn a_dead_mariadb_fails_server_and_readiness_returns_after_restart() {
         mariadb.url()
     );
     let karpor = Spawn::serve(&config).start();
-    assert_eq!(get(&karpor.url("/readyz")).await, (200, READY.to_owned()));
+    assert_eq!(ready(&karpor).await, (200, READY.to_owned()));
     kill_and_expect(&karpor, &mut mariadb.process, SERVER_DOWN).await;
     restart_and_expect_ready(&karpor, &mut mariadb.process).await;
 }
@@ -227,7 +227,7 @@ async fn a_dead_elasticsearch_fails_storage_and_syncer_and_both_recover() {
         es.url()
     );
     let karpor = Spawn::serve(&config).start();
-    assert_eq!(get(&karpor.url("/readyz")).await, (200, READY.to_owned()));
+    assert_eq!(ready(&karpor).await, (200, READY.to_owned()));
     let storage_down = "[+] Ping ok\n[+] Server ok\n[-] Syncer failed: unreachable\n\
                         [-] Storage failed: unreachable\nhealth check failed\n";
     kill_and_expect(&karpor, &mut es.process, storage_down).await;

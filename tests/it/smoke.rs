@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use karpor_testkit::process::{get, wait_for, Spawn, EMBEDDED};
+use karpor_testkit::process::{get, ready, wait_for, Spawn, EMBEDDED};
 
 #[tokio::test]
 async fn livez_answers_ok_within_a_second_of_start() {
@@ -19,7 +19,7 @@ async fn livez_answers_ok_within_a_second_of_start() {
 async fn readyz_prints_the_contract_lines_on_the_embedded_default() {
     let karpor = Spawn::serve(EMBEDDED).start();
     assert_eq!(
-        get(&karpor.url("/readyz")).await,
+        ready(&karpor).await,
         (
             200,
             "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n"
@@ -33,7 +33,7 @@ async fn readyz_prints_the_contract_lines_on_the_embedded_default() {
 #[tokio::test]
 async fn sigterm_fails_readiness_at_once_keeps_liveness_and_exits_after_the_drain() {
     let mut karpor = Spawn::serve("shutdown: {drain_delay: 2s, grace_period: 200ms}\n").start();
-    assert_eq!(get(&karpor.url("/readyz")).await.0, 200);
+    assert_eq!(ready(&karpor).await.0, 200);
     let signalled = Instant::now();
     karpor.signal("TERM");
     wait_for(
@@ -67,7 +67,7 @@ async fn sigterm_fails_readiness_at_once_keeps_liveness_and_exits_after_the_drai
 async fn sigint_stops_the_syncer_process_too() {
     let mut karpor = Spawn::syncer("shutdown: {drain_delay: 100ms}\n").start();
     assert_eq!(
-        get(&karpor.url("/readyz")).await,
+        ready(&karpor).await,
         (
             200,
             "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n"

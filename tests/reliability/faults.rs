@@ -72,8 +72,20 @@ impl Run<'_> {
     /// Probes until all is ready; asserts it took no longer than the contract allows.
     async fn recovered(&self, since: Instant) -> Duration {
         let (recover, _) = self.prober.until(since, LIMIT, "recovery", ready).await;
-        assert!(recover <= recover_bound(), "ready again after {recover:?}");
+        assert!(
+            recover <= recover_bound(),
+            "ready again after {recover:?}; karpor's last log lines:\n{}",
+            self.log_tail()
+        );
         recover
+    }
+
+    /// What karpor logged last: why a bound was missed, in CI's output.
+    fn log_tail(&self) -> String {
+        const LINES: usize = 60;
+        let logs = self.system.karpor.logs();
+        let lines: Vec<&str> = logs.lines().collect();
+        lines[lines.len().saturating_sub(LINES)..].join("\n")
     }
 
     async fn storm(&self, during: &str) -> String {
@@ -112,8 +124,9 @@ impl Run<'_> {
         assert_eq!(
             result.statuses.get(&200),
             Some(&STORM),
-            "every probe of a healthy system passes: {}",
-            result.describe()
+            "every probe of a healthy system passes: {}; karpor's last log lines:\n{}",
+            result.describe(),
+            self.log_tail()
         );
         // The counters were read just before and after: a TTL more on each side.
         let allowed = (result.elapsed.as_secs_f64() / CACHE_TTL.as_secs_f64()).ceil() as u64 + 2;

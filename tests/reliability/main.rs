@@ -78,9 +78,10 @@ async fn faults_leave_the_probes_truthful_and_lose_nothing() {
         }
     }
     let settings = format!(
-        "health {}, probe period {:?}, drain 2 s",
+        "health {}, probe period {:?}, drain 2 s, syncer lease TTL {}",
         system::HEALTH,
-        probe::PERIOD
+        probe::PERIOD,
+        system::LEASE_TTL
     );
     report::write(&rows, &settings, began.elapsed());
 }

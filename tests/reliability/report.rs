@@ -45,7 +45,10 @@ pub fn write(rows: &[Row], settings: &str, took: Duration) {
          an Elasticsearch-API server (noida-db) for storage and two private kube-apiservers,\n\
          under churn (ConfigMaps created, updated and deleted every 100 ms in both clusters;\n\
          a search every 100 ms and a resource group rule written every 500 ms through the\n\
-         REST API), and breaks one thing at a time. Settings: {settings}.\n\n\
+         REST API), and breaks one thing at a time. Settings: {settings}. The lease TTL\n\
+         outlasts every pause: a metadata store outage longer than the syncer's lease\n\
+         fences its syncs off, and they list their clusters again once it has a lease\n\
+         (readiness then waits for those lists, as at start; [scale.md](scale.md) on fencing).\n\n\
          - **detect**: from the fault to the first `/readyz` answer that shows it (probed every 500 ms; for SIGTERM, probed back to back from the signal, and asserted within one period).\n\
          - **recover**: from the dependency answering again (for SIGTERM: from the exit) to `/readyz` 200 with every check passing.\n\
          - **converge**: from the same moment to storage holding exactly the clusters' objects (every uid and resourceVersion of the churned namespace).\n\

@@ -24,6 +24,10 @@ pub const SUCCESS_THRESHOLD: u32 = 2;
 pub const DRAIN: Duration = Duration::from_secs(2);
 const SHUTDOWN: &str = "{drain_delay: 2s, grace_period: 500ms}";
 const REQUEST_TIMEOUT: &str = "5s";
+/// Longer than any pause here (about 11 s with its storm): a metadata store outage past
+/// the lease fences the syncer off, and its syncs then restart and list their clusters
+/// again, which is the scale suite's subject, not this one's.
+pub const LEASE_TTL: &str = "60s";
 
 pub enum Metastore {
     Etcd(Etcd),
@@ -73,6 +77,7 @@ impl System {
         let config = format!(
             "shutdown: {SHUTDOWN}\nhealth: {HEALTH}\n\
              server: {{limits: {{request_timeout: {REQUEST_TIMEOUT}}}}}\n\
+             syncer: {{lease_ttl: {LEASE_TTL}}}\n\
              metadata: {}\nstorage: {{backend: elasticsearch, url: '{}'}}\n",
             metastore.config(),
             storage.url()
@@ -91,7 +96,38 @@ impl System {
         for member in members {
             system.register(member).await;
         }
+        // Readiness can pass for a moment before the syncer has seen the registrations
+        // (and each Cluster check passes once its API server answers, before the first
+        // list): the faults start from clusters that finished their first list.
+        for member in members {
+            system.synced(member).await;
+        }
         system
+    }
+
+    async fn synced(&self, member: &Member) {
+        let url = format!("{}/rest-api/v1/cluster/{}", self.base, member.name);
+        let started = Instant::now();
+        loop {
+            let view: Value = self
+                .client
+                .get(&url)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if view["data"]["syncStatus"]["state"] == "synced" {
+                return;
+            }
+            assert!(
+                started.elapsed() < LIMIT,
+                "{} not synced after {LIMIT:?}: {view}",
+                member.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {

@@ -50,6 +50,14 @@ impl HealthReporter for SyncerCheck {
             );
         }
         let share = self.status.share();
+        if !share.listed {
+            // At start, before the first listing: a pass would say clusters it has not
+            // seen yet are synced.
+            return CheckOutcome::fail(
+                Reason::InitialSync { done: 0, total: 0 },
+                "the registered clusters are not listed yet",
+            );
+        }
         if !share.lease_held && share.registered > 0 {
             // Not joined yet, or cut off from the metadata store past its lease: it syncs
             // nothing until it holds one.
@@ -169,7 +177,23 @@ mod tests {
         let stop = CancellationToken::new();
         syncer.start(stop.clone());
         let check = syncer.check();
-        assert_eq!(check.check().await, CheckOutcome::Pass);
+        // Until the supervisor has listed the (no) registered clusters, it cannot pass.
+        let first = check.check().await;
+        assert!(
+            first == CheckOutcome::Pass
+                || matches!(&first, CheckOutcome::Fail(f) if f.reason == Reason::InitialSync { done: 0, total: 0 }),
+            "{first:?}"
+        );
+        let listed = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while check.check().await != CheckOutcome::Pass {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(
+            listed.is_ok(),
+            "the check passes once the clusters are listed"
+        );
         assert_eq!(syncer.status().initial_sync(), (0, 0));
         stop.cancel();
         syncer.join().await;

@@ -260,6 +260,8 @@ pub struct Share {
     pub members: usize,
     /// Clusters it holds the claim of, and their epochs.
     pub owned: BTreeMap<String, i64>,
+    /// The registered clusters were listed at least once: before, their number is unknown.
+    pub listed: bool,
     /// Registered clusters.
     pub registered: usize,
     /// Registered clusters no live member has held for longer than the lease TTL.

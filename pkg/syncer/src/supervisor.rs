@@ -462,6 +462,7 @@ impl Supervisor {
             lease_held: state.fence.held().is_some() && state.lease.borrow().is_some(),
             members: state.members,
             owned: state.owned.clone(),
+            listed: state.listed,
             registered: state.registered.len(),
             unowned_overdue: overdue,
             pending: state.pending,

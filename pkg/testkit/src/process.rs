@@ -236,6 +236,20 @@ pub async fn get_with(url: &str, headers: &[(&str, &str)]) -> (u16, String) {
     (status, response.text().await.unwrap())
 }
 
+/// `/readyz` once start-up has settled: the first 200 within 30 s, else the last answer.
+/// A syncer fails `initial sync in progress` until it has listed the registered clusters,
+/// so the very first answer after a start may be a 503.
+pub async fn ready(karpor: &Karpor) -> (u16, String) {
+    let started = Instant::now();
+    loop {
+        let answer = get(&karpor.url("/readyz")).await;
+        if answer.0 == 200 || started.elapsed() > Duration::from_secs(30) {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Polls `probe` until it returns true or `limit` passes; returns how long it took.
 pub async fn wait_for<F, Fut>(limit: Duration, what: &str, mut probe: F) -> Duration
 where
