@@ -124,6 +124,10 @@ async fn join(
     }
 }
 
+/// The first retry after a failed renewal; then twice as long each time, up to the
+/// renewal period.
+const RENEW_RETRY: Duration = Duration::from_millis(500);
+
 /// Renews until the lease is lost (then returns, to join again) or `stop`.
 async fn renew(
     metastore: &Metastore,
@@ -133,14 +137,17 @@ async fn renew(
     stop: &CancellationToken,
 ) {
     let period = lease.ttl / 3;
+    let mut wait = period;
+    let mut retry = RENEW_RETRY;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(period) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
         let sent = Instant::now();
         match tokio::time::timeout(period, metastore.renew(lease)).await {
             Ok(Ok(())) => {
+                (wait, retry) = (period, RENEW_RETRY);
                 fence.extend(lease.id, sent, lease.ttl);
                 // Back after an outage that outlasted the fence: the lease survived.
                 tx.send_if_modified(|seen| {
@@ -170,6 +177,9 @@ async fn renew(
                     error,
                     "cannot renew the syncer lease; retrying"
                 );
+                // Sooner than a period: a request lost to a short outage must not cost
+                // a whole one, or the fence could end though the lease lives on.
+                (wait, retry) = (retry, (retry * 2).min(period));
                 if !fence.holds(lease.id) {
                     tx.send_if_modified(|seen| seen.take().is_some());
                 }
