@@ -3,7 +3,7 @@
 //! etcd and a private Elasticsearch-API server, first 30 and then 300 registered clusters.
 //! The clusters' API servers are unreachable on purpose (`127.0.0.1:1`): their syncs
 //! retry quietly, so what is measured is membership alone: leases, members and claims.
-//! Reported per registration count, once every cluster is claimed: metadata store
+//! Reported per registration count, once every cluster is claimed and settled: metadata store
 //! operations per second summed over the syncers (writes: join, renew, claim, release,
 //! record writes; reads: members, claims, lists), from the syncers' own
 //! `karpor_metastore_operations_total`, over 20 s; the claims each holds; its RSS.
@@ -47,6 +47,14 @@ async fn operations(syncer: &Karpor) -> BTreeMap<String, f64> {
         *counts.entry(op.to_owned()).or_default() += value;
     }
     counts
+}
+
+/// Claims and releases so far, summed over the syncers.
+async fn handovers(syncers: &[Karpor]) -> f64 {
+    let all = futures::future::join_all(syncers.iter().map(operations)).await;
+    all.iter()
+        .flat_map(|ops| ["claim", "release"].map(|op| ops.get(op).copied().unwrap_or(0.0)))
+        .sum()
 }
 
 fn rss_mib(pid: u32) -> f64 {
@@ -106,8 +114,23 @@ async fn main() {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        // Past the claiming: steady state.
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        // Past the claiming: steady once an ownership tick passes with no claim or
+        // release anywhere.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let tick = karpor_syncer::SyncSettings::default().ownership_tick;
+        let mut moved = handovers(&syncers).await;
+        loop {
+            tokio::time::sleep(tick).await;
+            let now = handovers(&syncers).await;
+            if now == moved {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "clusters still moving after 60 s"
+            );
+            moved = now;
+        }
         let before: Vec<_> = futures::future::join_all(syncers.iter().map(operations)).await;
         tokio::time::sleep(WINDOW).await;
         let after: Vec<_> = futures::future::join_all(syncers.iter().map(operations)).await;

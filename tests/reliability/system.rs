@@ -105,19 +105,18 @@ impl System {
         system
     }
 
+    /// A REST API answer, as the admin.
+    async fn get_json(&self, path: &str) -> Value {
+        let url = format!("{}{path}", self.base);
+        let response = self.client.get(url).send().await.unwrap();
+        response.json().await.unwrap()
+    }
+
     async fn synced(&self, member: &Member) {
-        let url = format!("{}/rest-api/v1/cluster/{}", self.base, member.name);
+        let path = format!("/rest-api/v1/cluster/{}", member.name);
         let started = Instant::now();
         loop {
-            let view: Value = self
-                .client
-                .get(&url)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let view = self.get_json(&path).await;
             if view["data"]["syncStatus"]["state"] == "synced" {
                 return;
             }
@@ -228,16 +227,7 @@ impl System {
 
     /// Acknowledged writes the metadata store does not have.
     pub async fn missing_writes(&self, acknowledged: &[String]) -> Vec<String> {
-        let url = format!("{}/rest-api/v1/resource-group-rules", self.base);
-        let body: Value = self
-            .client
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body = self.get_json("/rest-api/v1/resource-group-rules").await;
         let stored: BTreeSet<&str> = body["data"]
             .as_array()
             .unwrap_or_else(|| panic!("rules list: {body}"))
