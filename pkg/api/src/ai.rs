@@ -2,27 +2,23 @@
 //! the diagnosis streams refuse with 503 in plain text, the interpret streams send one
 //! `error` event. They read nothing and write nothing.
 
+use crate::access::{Permission, Routes};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::envelope::Unenveloped;
 use crate::openapi::ErrorEnvelope;
-use crate::AppState;
 
-/// The paths' common ending; requests to them are not writes (Karpor's read-only mode
-/// lets them through too).
-pub(crate) const STREAM_SUFFIX: &str = "/stream";
 const NOT_AVAILABLE: &str = "AI service is not available";
 const NOT_CONFIGURED: &str = r#"data: {"type":"error","content":"AI service not configured"}"#;
 
-pub(crate) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(diagnose_logs))
-        .routes(routes!(diagnose_events))
-        .routes(routes!(interpret_yaml))
-        .routes(routes!(interpret_issues))
+pub(crate) fn routes() -> Routes {
+    Routes::new()
+        .route(Permission::Read, routes!(diagnose_logs))
+        .route(Permission::Read, routes!(diagnose_events))
+        .route(Permission::Read, routes!(interpret_yaml))
+        .route(Permission::Read, routes!(interpret_issues))
 }
 
 fn unavailable() -> Response {

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::access::{Permission, Routes};
 use axum::extract::{Query, State};
 use karpor_audit::{AuditConfig, Category};
 use karpor_core::model::AuditPolicy;
@@ -12,7 +13,6 @@ use karpor_metastore::Stored;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::body::Body;
@@ -20,10 +20,12 @@ use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
 use crate::openapi::Errors;
 use crate::AppState;
 
-pub(crate) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(rules))
-        .routes(routes!(read, replace, reset))
+pub(crate) fn routes() -> Routes {
+    Routes::new()
+        .route(Permission::Read, routes!(rules))
+        .route(Permission::Read, routes!(read))
+        .route(Permission::Write, routes!(replace))
+        .route(Permission::Write, routes!(reset))
 }
 
 /// One rule of the catalogue under the policy in force.

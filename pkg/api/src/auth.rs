@@ -1,17 +1,17 @@
-//! Bearer tokens with two roles, anonymous access when configured, and the read-only mode.
-//! Any method but GET (and HEAD) is a write: it needs a token with the `admin` role (an
-//! anonymous caller never writes) and is refused in read-only mode. Tokens are compared as SHA-256 digests in constant time, so neither content nor
+//! Bearer tokens with two roles, and anonymous access when configured: who a caller is.
+//! What the caller may do is each route's declared permission ([`crate::access`]). Tokens are compared as SHA-256 digests in constant time, so neither content nor
 //! length leaks through timing; they are never logged.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::access::ReadOnly;
 use crate::envelope::ApiError;
 use crate::Role;
 
@@ -21,6 +21,8 @@ pub struct Principal {
     /// The token's configured name, or `anonymous`.
     pub name: String,
     pub role: Role,
+    /// No credential was given.
+    pub anonymous: bool,
 }
 
 /// The configured tokens, resolved.
@@ -61,6 +63,7 @@ impl Authenticator {
             return self.anonymous.map(|role| Principal {
                 name: "anonymous".to_owned(),
                 role,
+                anonymous: true,
             });
         };
         let presented = digest(token);
@@ -71,6 +74,7 @@ impl Authenticator {
                 found = Some(Principal {
                     name: name.clone(),
                     role: *role,
+                    anonymous: false,
                 });
             }
         }
@@ -79,21 +83,30 @@ impl Authenticator {
 }
 
 #[derive(Clone)]
-pub(crate) struct Guard {
+pub(crate) struct Authentication {
     pub auth: Arc<Authenticator>,
     pub read_only: bool,
+}
+
+/// Who is calling, as the API-wide layer found it; each route's permission decides what
+/// follows ([`crate::access`]).
+#[derive(Debug, Clone)]
+pub(crate) enum Caller {
+    Known(Principal),
+    /// No accepted credential, and why.
+    Refused(&'static str),
 }
 
 /// The bearer token of a request: `Ok(None)` without one. An empty header, or `Bearer`
 /// with nothing after it, counts as absent, as in Karpor (its page sends
 /// `Authorization: ''` when RBAC is off).
-fn bearer(request: &Request) -> Result<Option<&str>, ApiError> {
+fn bearer(request: &Request) -> Result<Option<&str>, &'static str> {
     let Some(value) = request.headers().get(header::AUTHORIZATION) else {
         return Ok(None);
     };
     let value = value
         .to_str()
-        .map_err(|_| unauthorized("the Authorization header is not text"))?
+        .map_err(|_| "the Authorization header is not text")?
         .trim();
     if value.is_empty() || value.eq_ignore_ascii_case("bearer") {
         return Ok(None);
@@ -104,17 +117,12 @@ fn bearer(request: &Request) -> Result<Option<&str>, ApiError> {
         {
             Ok(Some(token.trim()))
         }
-        _ => Err(unauthorized(
-            "the Authorization header must be `Bearer TOKEN`",
-        )),
+        _ => Err("the Authorization header must be `Bearer TOKEN`"),
     }
 }
 
-fn unauthorized(message: &str) -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, message)
-}
-
-fn challenge(error: ApiError) -> Response {
+/// A 401 with the `WWW-Authenticate` challenge.
+pub(crate) fn challenge(error: ApiError) -> Response {
     let mut response = error.into_response();
     response
         .headers_mut()
@@ -122,46 +130,27 @@ fn challenge(error: ApiError) -> Response {
     response
 }
 
-/// 401 without an accepted token, 405 for a write in read-only mode, 403 for a write by a
-/// guest.
-pub(crate) async fn guard(
-    State(guard): State<Guard>,
+/// Finds the caller and the server's mode for the route's own check; refuses nothing.
+pub(crate) async fn authenticate(
+    State(authentication): State<Authentication>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let token = match bearer(&request) {
-        Ok(token) => token,
-        Err(e) => return challenge(e),
+    let caller = match bearer(&request) {
+        Err(why) => Caller::Refused(why),
+        Ok(token) => match (authentication.auth.authenticate(token), token.is_some()) {
+            (Some(principal), _) => Caller::Known(principal),
+            (None, true) => Caller::Refused("the token is not accepted"),
+            (None, false) => Caller::Refused("a bearer token is required"),
+        },
     };
-    let had_token = token.is_some();
-    let Some(principal) = guard.auth.authenticate(token) else {
-        return challenge(unauthorized(if had_token {
-            "the token is not accepted"
-        } else {
-            "a bearer token is required"
-        }));
-    };
-    // The AI streams are POSTs that change nothing.
-    let write = !matches!(*request.method(), Method::GET | Method::HEAD)
-        && !request.uri().path().ends_with(crate::ai::STREAM_SUFFIX);
-    if write && guard.read_only {
-        return ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "the server is read-only (server.read_only): writes are refused",
-        )
-        .into_response();
+    if let Caller::Known(principal) = &caller {
+        tracing::debug!(principal = %principal.name, "authenticated");
     }
-    if write && principal.role < Role::Admin {
-        if !had_token {
-            // Anonymous callers never write: they are asked for a credential.
-            return challenge(unauthorized(
-                "writes need a token with the admin role (Authorization: Bearer TOKEN)",
-            ));
-        }
-        return ApiError::new(StatusCode::FORBIDDEN, "writes need the admin role").into_response();
-    }
-    tracing::debug!(principal = %principal.name, "authenticated");
-    request.extensions_mut().insert(principal);
+    request.extensions_mut().insert(caller);
+    request
+        .extensions_mut()
+        .insert(ReadOnly(authentication.read_only));
     next.run(request).await
 }
 

@@ -114,6 +114,8 @@ pub struct LimitsConfig {
     pub request_timeout: Duration,
     /// REST API requests served at once; more wait (within the timeout).
     pub concurrency: usize,
+    /// Work in member clusters on callers' behalf.
+    pub live: crate::LiveLimits,
 }
 
 impl LimitsConfig {
@@ -135,7 +137,7 @@ impl LimitsConfig {
         if self.concurrency == 0 {
             return fail("concurrency", "must be at least 1".into());
         }
-        Ok(())
+        self.live.validate()
     }
 }
 
@@ -145,6 +147,7 @@ impl Default for LimitsConfig {
             body_bytes: 4 * 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             concurrency: 256,
+            live: crate::LiveLimits::default(),
         }
     }
 }

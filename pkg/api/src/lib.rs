@@ -2,6 +2,7 @@
 //! search, insight and resource groups, behind bearer-token auth with two roles, a read-only
 //! mode and request limits; its OpenAPI document at `/openapi.json`.
 
+mod access;
 mod ai;
 mod audit_policy;
 mod auth;
@@ -15,6 +16,7 @@ pub mod local_token;
 mod locator;
 mod openapi;
 mod params;
+mod redact;
 mod resource_groups;
 mod search;
 mod server_info;
@@ -24,10 +26,10 @@ mod topology;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::Router;
 use karpor_audit::AuditConfig;
-use karpor_kube::ExecSettings;
+use karpor_kube::{ClientCache, ExecSettings};
 use karpor_metastore::Metastore;
 use karpor_storage::Storage;
 use karpor_syncer::SyncStatus;
@@ -37,8 +39,10 @@ use tower_http::timeout::TimeoutLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
+pub use access::{Endpoint, Permission};
 pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, Role, TokenConfig};
+pub use live::bounds::{LiveBounds, LiveLimits};
 
 /// The prefix of every API route.
 pub const PREFIX: &str = "/rest-api/v1";
@@ -58,6 +62,12 @@ pub struct ApiParts {
     pub limits: LimitsConfig,
     /// The config file's audit policy (a stored one replaces it).
     pub audit: AuditConfig,
+    /// The member clusters' clients (live reads and streams use them).
+    pub clients: Arc<ClientCache>,
+    /// How much member-cluster work callers may cause ([`LiveBounds::new`]).
+    pub live: LiveBounds,
+    /// How large a sync or relation rule may be (`syncer.limits`): larger ones are 400.
+    pub rule_limits: karpor_core::model::RuleLimits,
 }
 
 /// Shared by the handlers.
@@ -68,11 +78,16 @@ pub(crate) struct AppState {
     pub sync: Option<Arc<SyncStatus>>,
     pub exec: Arc<ExecSettings>,
     pub audit: Arc<AuditConfig>,
+    /// One client per member cluster, shared with the in-process syncer.
+    pub clients: Arc<ClientCache>,
+    pub live: LiveBounds,
+    pub rule_limits: karpor_core::model::RuleLimits,
 }
 
-/// Every handler's route, each registered once with its part of the document.
-fn handlers() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
+/// Every handler's route, each registered once with its permission and its part of the
+/// document.
+fn handlers() -> access::Routes {
+    access::Routes::new()
         .merge(clusters::routes())
         .merge(search::routes())
         .merge(insight::routes())
@@ -96,25 +111,44 @@ fn nested<S: Clone + Send + Sync + 'static>(
 
 /// The OpenAPI document, as `/openapi.json` serves it.
 pub fn document() -> serde_json::Value {
-    let (_, document) = nested(handlers());
+    let (router, _) = handlers().into_parts();
+    let (_, document) = nested(router);
     serde_json::to_value(document).unwrap_or_default()
 }
 
-/// Every route this crate serves, as `METHOD\tPATH` (Karpor's `/endpoints` lines).
-pub fn endpoints() -> Vec<String> {
-    let document = document();
-    let mut lines = vec![
-        format!("GET\t{}", openapi::PATH),
-        format!("GET\t{}", server_info::SERVER_CONFIGS),
-    ];
-    if let Some(paths) = document["paths"].as_object() {
-        for (path, operations) in paths {
-            for method in operations.as_object().into_iter().flat_map(|o| o.keys()) {
-                lines.push(format!("{}\t{path}", method.to_uppercase()));
-            }
+/// The routes outside [`PREFIX`], open to anyone.
+fn public_endpoints() -> [Endpoint; 2] {
+    [
+        Endpoint::new(Method::GET, openapi::PATH, Permission::Public),
+        Endpoint::new(Method::GET, server_info::SERVER_CONFIGS, Permission::Public),
+    ]
+}
+
+/// Every route this crate serves, with its permission (`/endpoints` prints their lines).
+pub fn endpoints() -> Vec<Endpoint> {
+    let (_, mut endpoints) = handlers().into_parts();
+    endpoints.extend(public_endpoints());
+    endpoints.sort();
+    endpoints
+}
+
+/// Every documented operation must have been registered with a permission: the routers
+/// are built only through [`access::Routes`], and this says so at start should that
+/// ever change.
+fn check_permissions(document: &utoipa::openapi::OpenApi, endpoints: &[Endpoint]) {
+    let document = serde_json::to_value(document).unwrap_or_default();
+    let paths = document["paths"].as_object().cloned().unwrap_or_default();
+    for (path, operations) in paths {
+        for method in operations.as_object().into_iter().flat_map(|o| o.keys()) {
+            let declared = endpoints
+                .iter()
+                .any(|e| e.path == path && e.method.as_str().eq_ignore_ascii_case(method));
+            assert!(
+                declared,
+                "{method} {path} is served without a declared permission"
+            );
         }
     }
-    lines
 }
 
 /// The API's routes (under [`PREFIX`]), `/openapi.json` and `/server-configs`, to merge into the server's
@@ -126,19 +160,27 @@ pub fn routes(parts: ApiParts) -> Router {
         sync: parts.sync,
         exec: parts.exec,
         audit: Arc::new(parts.audit),
+        clients: parts.clients,
+        live: parts.live,
+        rule_limits: parts.rule_limits,
     };
-    let guard = auth::Guard {
+    let authentication = auth::Authentication {
         auth: Arc::new(parts.auth),
         read_only: parts.read_only,
     };
     let limits = parts.limits;
     let configs = server_info::ServerConfigs::new(parts.read_only, state.storage.backend());
-    let api = handlers()
+    let (api, declared) = handlers().into_parts();
+    let api = api
         .fallback(envelope::not_found)
         .with_state(state)
-        // Innermost first: the role check, the body limit, the concurrency limit, the
-        // timeout, and outermost the envelope, so every refusal above is enveloped too.
-        .layer(axum::middleware::from_fn_with_state(guard, auth::guard))
+        // Innermost first: who the caller is (each route checks its own permission), the
+        // body limit, the concurrency limit, the timeout, and outermost the envelope, so
+        // every refusal above is enveloped too.
+        .layer(axum::middleware::from_fn_with_state(
+            authentication,
+            auth::authenticate,
+        ))
         .layer(DefaultBodyLimit::max(limits.body_bytes))
         .layer(RequestBodyLimitLayer::new(limits.body_bytes))
         .layer(GlobalConcurrencyLimitLayer::new(limits.concurrency))
@@ -148,6 +190,7 @@ pub fn routes(parts: ApiParts) -> Router {
         ))
         .layer(axum::middleware::from_fn(envelope::envelope));
     let (api, document) = nested(api);
+    check_permissions(&document, &declared);
     let outside = openapi::route(document)
         .merge(server_info::server_configs(configs))
         .layer(TimeoutLayer::with_status_code(

@@ -4,21 +4,33 @@
 
 use std::collections::BTreeMap;
 
+use karpor_core::names::{self, ApiVersion, ClusterName, KindName, Namespace, ObjectName};
 use karpor_search::{Expr, Field, Op, Query, Value};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-/// Karpor's locator. Unknown parameters are ignored, as Karpor does.
+/// Karpor's locator. Unknown parameters are ignored and empty ones are absent, as
+/// Karpor does; names are parsed by Kubernetes' rules (a 400 names the field).
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct Locator {
-    pub cluster: Option<String>,
+    #[serde(default, deserialize_with = "names::optional")]
+    #[param(value_type = Option<String>)]
+    pub cluster: Option<ClusterName>,
     /// `apps/v1`, or `v1` for the core group.
-    pub api_version: Option<String>,
-    pub kind: Option<String>,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
+    #[serde(default, deserialize_with = "names::optional")]
+    #[param(value_type = Option<String>)]
+    pub api_version: Option<ApiVersion>,
+    #[serde(default, deserialize_with = "names::optional")]
+    #[param(value_type = Option<String>)]
+    pub kind: Option<KindName>,
+    #[serde(default, deserialize_with = "names::optional")]
+    #[param(value_type = Option<String>)]
+    pub namespace: Option<Namespace>,
+    #[serde(default, deserialize_with = "names::optional")]
+    #[param(value_type = Option<String>)]
+    pub name: Option<ObjectName>,
     /// `key=value` pairs, comma-separated.
     pub labels: Option<String>,
     /// `key=value` pairs, comma-separated.
@@ -63,23 +75,23 @@ fn pairs(text: &Option<String>) -> BTreeMap<String, String> {
 
 impl Locator {
     pub fn cluster(&self) -> Option<&str> {
-        given(&self.cluster)
+        self.cluster.as_ref().map(ClusterName::as_str)
     }
 
     pub fn api_version(&self) -> Option<&str> {
-        given(&self.api_version)
+        self.api_version.as_ref().map(ApiVersion::as_str)
     }
 
     pub fn kind(&self) -> Option<&str> {
-        given(&self.kind)
+        self.kind.as_ref().map(KindName::as_str)
     }
 
     pub fn namespace(&self) -> Option<&str> {
-        given(&self.namespace)
+        self.namespace.as_ref().map(Namespace::as_str)
     }
 
     pub fn name(&self) -> Option<&str> {
-        given(&self.name)
+        self.name.as_ref().map(ObjectName::as_str)
     }
 
     pub fn labels(&self) -> BTreeMap<String, String> {
@@ -188,6 +200,16 @@ mod tests {
             ("cluster=a&unknown=1", Scope::Cluster),
         ] {
             assert_eq!(at(query).scope(), scope, "{query}");
+        }
+        for bad in [
+            "cluster=a&namespace=a%2Fb",
+            "cluster=a&namespace=x%3Fy",
+            "cluster=a&apiVersion=v1&kind=Node&name=a%2F..%2Fproxy",
+            "cluster=A",
+            "cluster=a&kind=Pod%2Fx",
+            "cluster=a&apiVersion=v1%2Fx%2Fy",
+        ] {
+            assert!(serde_urlencoded::from_str::<Locator>(bad).is_err(), "{bad}");
         }
         assert_eq!(
             at("labels=app%3Dweb,%20tier%20%3D%20db,broken").labels(),

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::access::{Permission, Routes};
 use axum::extract::{Path, State};
 use karpor_core::model::{validate_name, ResourceGroupRule};
 use karpor_metastore::Stored;
@@ -12,7 +13,6 @@ use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::body::Body;
@@ -26,12 +26,16 @@ const MAX_GROUPS: usize = 1000;
 /// What `DELETE` answers, as Karpor.
 const DELETED: &str = "ResourceGroupRule deleted successfully";
 
-pub(crate) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(list))
-        .routes(routes!(read, create, update, remove))
-        .routes(routes!(create_named_in_body, update_named_in_body))
-        .routes(routes!(groups))
+pub(crate) fn routes() -> Routes {
+    Routes::new()
+        .route(Permission::Read, routes!(list))
+        .route(Permission::Read, routes!(read))
+        .route(Permission::Write, routes!(create))
+        .route(Permission::Write, routes!(update))
+        .route(Permission::Write, routes!(remove))
+        .route(Permission::Write, routes!(create_named_in_body))
+        .route(Permission::Write, routes!(update_named_in_body))
+        .route(Permission::Read, routes!(groups))
 }
 
 /// A field a rule may group by: `cluster`, `apiVersion`, `kind`, `namespace`, `name`,

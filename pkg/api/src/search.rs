@@ -3,12 +3,13 @@
 //! backend) and karpor's own keyword search (`pattern=keyword`), paged; objects as stored
 //! or as Karpor's `custom-columns`.
 
+use crate::access::{Permission, Routes};
+use crate::redact;
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
@@ -20,8 +21,8 @@ pub const MAX_PAGE_SIZE: u64 = 1000;
 /// A page's size when none (or one Karpor would not take) is given.
 const DEFAULT_PAGE_SIZE: u64 = 10;
 
-pub(crate) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(search))
+pub(crate) fn routes() -> Routes {
+    Routes::new().route(Permission::Read, routes!(search))
 }
 
 /// Karpor's parameters, read leniently as Karpor reads them (unknown ones ignored).
@@ -148,8 +149,8 @@ pub(crate) async fn search(
             .map(|d| SearchItem {
                 cluster: d.cluster,
                 object: match &columns {
-                    Some(columns) => custom_columns(&d.object, columns),
-                    None => d.object,
+                    Some(columns) => custom_columns(&redact::object(d.object), columns),
+                    None => redact::object(d.object),
                 },
                 sync_at: d.sync_at,
                 deleted: d.deleted,

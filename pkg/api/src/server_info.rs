@@ -2,22 +2,21 @@
 //! envelope, in Karpor's Go field names) and `/rest-api/v1/authn` (whether the caller's
 //! credential is accepted; the guard has decided by the time it answers).
 
+use crate::access::{Permission, Routes};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::envelope::{ApiResult, Envelope, Reply};
 use crate::openapi::Errors;
-use crate::AppState;
 
 /// `/server-configs`'s path (outside [`crate::PREFIX`], as in Karpor).
 pub const SERVER_CONFIGS: &str = "/server-configs";
 
-pub(crate) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(authn))
+pub(crate) fn routes() -> Routes {
+    Routes::new().route(Permission::Read, routes!(authn))
 }
 
 /// 200 with empty `data` when the request's credential (or its absence) is accepted;

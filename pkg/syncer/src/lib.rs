@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use karpor_audit::AuditConfig;
+use karpor_core::model::RuleLimits;
 use karpor_health::HealthChecker;
 use karpor_kube::ExecSettings;
 use karpor_metastore::Metastore;
@@ -42,6 +43,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use check::{SyncerCheck, CLUSTER_CHECK_PREFIX, SYNCER_CHECK};
+pub use cluster::CLIENT_TIMEOUTS;
 pub use config::{SyncerConfig, MEMBER_ENV};
 pub use dry_run::{dry_run, DryRun, DryRunError, Selection};
 pub use membership::default_member;
@@ -71,6 +73,8 @@ pub struct SyncSettings {
     pub lease_ttl: Duration,
     /// How often members and claims are read again, to claim or hand over clusters.
     pub ownership_tick: Duration,
+    /// How many rules and watches one cluster may have (`syncer.limits`).
+    pub limits: RuleLimits,
 }
 
 impl Default for SyncSettings {
@@ -83,6 +87,7 @@ impl Default for SyncSettings {
             storage_probe: Duration::from_secs(2),
             lease_ttl: Duration::from_secs(15),
             ownership_tick: Duration::from_secs(1),
+            limits: RuleLimits::default(),
         }
     }
 }

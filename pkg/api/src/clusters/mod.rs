@@ -7,6 +7,7 @@ mod view;
 
 use std::collections::BTreeMap;
 
+use crate::access::{Permission, Routes};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Extension;
@@ -18,7 +19,6 @@ use karpor_metastore::Stored;
 use karpor_syncer::SyncState;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Principal;
@@ -36,13 +36,16 @@ const EXAMPLE_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- nam
 /// What `DELETE /cluster/{name}` answers, as Karpor.
 const DELETED: &str = "Cluster deleted";
 
-/// One path per `routes!`: a `routes!` of several paths registers every method at each.
-pub(crate) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(list))
-        .routes(routes!(read, create, update, remove))
-        .routes(routes!(kubeconfigs::upload))
-        .routes(routes!(kubeconfigs::validate))
+/// One handler per `route`, each with its permission.
+pub(crate) fn routes() -> Routes {
+    Routes::new()
+        .route(Permission::Read, routes!(list))
+        .route(Permission::Read, routes!(read))
+        .route(Permission::Write, routes!(create))
+        .route(Permission::Write, routes!(update))
+        .route(Permission::Write, routes!(remove))
+        .route(Permission::Admin, routes!(kubeconfigs::upload))
+        .route(Permission::Admin, routes!(kubeconfigs::validate))
 }
 
 /// Karpor's query parameters, and karpor's (unknown ones are ignored, as Karpor does).
@@ -307,6 +310,7 @@ pub(crate) async fn remove(
         .metastore
         .delete::<Cluster>(&name, Some(current.version))
         .await?;
+    state.clients.forget(&name);
     tracing::info!(cluster = %name, by = %by.name, "cluster deregistered");
     Ok(Reply::ok(DELETED))
 }

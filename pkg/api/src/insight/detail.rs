@@ -4,22 +4,21 @@
 //! how old.
 
 use axum::extract::{Query as QueryParams, State};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
 
 use super::one;
-use axum::http::StatusCode;
 
-use crate::envelope::{ApiError, ApiResult};
+use crate::envelope::ApiError;
+use crate::live::object::ReadError;
 use crate::locator::Locator;
 use crate::openapi::Errors;
 use crate::params::Format;
+use crate::redact;
 use crate::AppState;
-
-/// What Karpor writes where it keeps a field's place but not its value.
-pub const REDACTED: &str = "[redacted]";
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -56,10 +55,13 @@ pub(crate) async fn detail(
     State(state): State<AppState>,
     QueryParams(at): QueryParams<Locator>,
     QueryParams(params): QueryParams<DetailParams>,
-) -> ApiResult {
+) -> Result<Response, ApiError> {
     let format = Format::parse(params.format.as_deref())?;
     let (mut object, provenance) = if params.live {
-        live(&state, &at).await?
+        match live(&state, &at).await {
+            Ok(answer) => answer,
+            Err(refusal) => return Ok(refusal),
+        }
     } else {
         let document = one(&state, &at).await?;
         let provenance = Provenance {
@@ -68,7 +70,7 @@ pub(crate) async fn detail(
             sync_at: document.sync_at,
             deleted: document.deleted,
         };
-        (redacted(document.object), provenance)
+        (redact::object(document.object), provenance)
     };
     if format == Format::Object {
         if let Some(map) = object.as_object_mut() {
@@ -78,93 +80,50 @@ pub(crate) async fn detail(
             );
         }
     }
-    format.reply(&object)
+    Ok(format.reply(&object)?.into_response())
 }
 
-/// The object from its cluster now, as the syncer would keep it (no last-applied
-/// annotation) and redacted as stored ones are.
-async fn live(state: &AppState, at: &Locator) -> Result<(Value, Provenance), ApiError> {
-    let (Some(cluster), Some(api_version), Some(kind), Some(name)) =
-        (at.cluster(), at.api_version(), at.kind(), at.name())
-    else {
-        return Err(ApiError::bad_request(
+/// The object from its cluster now, redacted as stored ones are.
+async fn live(state: &AppState, at: &Locator) -> Result<(Value, Provenance), Response> {
+    let bad = |e: ApiError| e.into_response();
+    let Some(cluster) = at.cluster.clone() else {
+        return Err(bad(ApiError::bad_request(
             "live detail needs cluster, apiVersion, kind and name",
-        ));
+        )));
     };
-    let client = crate::live::client(state, cluster).await?;
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let unanswered = |e: kube::Error| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "cluster {cluster:?} did not answer: {}",
-                karpor_kube::describe(&e)
-            ),
-        )
-    };
-    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-    let (resource, _) = kube::discovery::pinned_kind(&client, &gvk)
-        .await
-        .map_err(|e| match e {
-            kube::Error::Discovery(_) => ApiError::not_found(format!(
-                "cluster {cluster:?} serves no {api_version} {kind}"
-            )),
-            other => unanswered(other),
-        })?;
-    let api: kube::Api<kube::api::DynamicObject> = match at.namespace() {
-        Some(ns) => kube::Api::namespaced_with(client, ns, &resource),
-        None => kube::Api::all_with(client, &resource),
-    };
-    let object = match api.get_opt(name).await.map_err(unanswered)? {
-        Some(object) => object,
-        None => {
-            return Err(ApiError::not_found(format!(
-                "no {kind} {name:?} in the cluster now"
-            )))
+    let target = crate::live::object_ref(at).map_err(bad)?;
+    let client = crate::live::client(state, &cluster).await?;
+    let read = crate::live::bounded(&cluster, async {
+        Ok(crate::live::object::read(client, &target).await)
+    })
+    .await
+    .map_err(bad)?;
+    let object = match read {
+        Ok(Some(object)) => object,
+        Ok(None) => {
+            return Err(bad(ApiError::not_found(format!(
+                "no {} {:?} in the cluster now",
+                target.kind, target.name
+            ))))
+        }
+        Err(ReadError::NoKind) => {
+            return Err(bad(ApiError::not_found(format!(
+                "cluster {cluster:?} serves no {} {}",
+                target.api_version, target.kind
+            ))))
+        }
+        Err(ReadError::Scope(why)) => return Err(bad(ApiError::bad_request(why))),
+        Err(ReadError::Cluster(e)) => {
+            return Err(bad(crate::live::unreachable(cluster.as_str(), &e)))
         }
     };
-    let mut object = serde_json::to_value(object).unwrap_or_default();
-    object["apiVersion"] = Value::String(api_version.to_owned());
-    object["kind"] = Value::String(kind.to_owned());
-    if let Some(annotations) = object["metadata"]["annotations"].as_object_mut() {
-        annotations.remove(LAST_APPLIED);
-    }
     Ok((
-        redacted(object),
+        redact::object(object),
         Provenance {
-            cluster: cluster.to_owned(),
+            cluster: cluster.to_string(),
             source: "live",
             sync_at: OffsetDateTime::now_utc(),
             deleted: false,
         },
     ))
-}
-
-/// kubectl keeps the whole applied object here, Secret values included.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// As Karpor answers an object: a Secret's `data` and `stringData`, and the managed
-/// fields, kept as `[redacted]` (karpor stores neither value; this says so).
-pub fn redacted(mut object: Value) -> Value {
-    let is_secret = object["kind"]
-        .as_str()
-        .is_some_and(|k| k.eq_ignore_ascii_case("Secret"));
-    if let Some(map) = object.as_object_mut() {
-        if is_secret {
-            for key in ["data", "stringData"] {
-                if map.contains_key(key) {
-                    map.insert(key.to_owned(), Value::String(REDACTED.to_owned()));
-                }
-            }
-        }
-        if let Some(metadata) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-            if metadata.contains_key("managedFields") {
-                metadata.insert(
-                    "managedFields".to_owned(),
-                    Value::String(REDACTED.to_owned()),
-                );
-            }
-        }
-    }
-    object
 }

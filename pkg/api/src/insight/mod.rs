@@ -6,12 +6,12 @@ mod audit;
 mod detail;
 mod summary;
 
+use crate::access::{Permission, Routes};
 use axum::extract::State;
 use karpor_core::model::{Cluster, ResourceGroupRule};
 use karpor_storage::{ResourceDocument, Storage};
 use serde::Serialize;
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
@@ -19,13 +19,13 @@ use crate::locator::Locator;
 use crate::openapi::Errors;
 use crate::AppState;
 
-pub(crate) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(stats))
-        .routes(routes!(summary::summary))
-        .routes(routes!(detail::detail))
-        .routes(routes!(audit::audit))
-        .routes(routes!(audit::score))
+pub(crate) fn routes() -> Routes {
+    Routes::new()
+        .route(Permission::Read, routes!(stats))
+        .route(Permission::Read, routes!(summary::summary))
+        .route(Permission::Read, routes!(detail::detail))
+        .route(Permission::Read, routes!(audit::audit))
+        .route(Permission::Read, routes!(audit::score))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

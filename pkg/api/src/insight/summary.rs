@@ -299,8 +299,8 @@ fn pod_status(pod: &Value) -> String {
 async fn cluster_detail(state: &AppState, at: &Locator) -> Result<ClusterDetail, ApiError> {
     let cluster = at.cluster().unwrap_or_default().to_owned();
     let of_kind = |kind: &str| Locator {
-        cluster: Some(cluster.clone()),
-        kind: Some(kind.to_owned()),
+        cluster: at.cluster.clone(),
+        kind: kind.parse().ok(),
         ..Locator::default()
     };
     let mut detail = ClusterDetail {

@@ -10,11 +10,11 @@ mod rules;
 
 use std::collections::BTreeMap;
 
+use crate::access::{Permission, Routes};
 use axum::extract::{Query as QueryParams, State};
 use karpor_core::model::RelationRule;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::envelope::{ApiError, ApiResult, Reply};
@@ -24,9 +24,9 @@ use crate::AppState;
 
 pub(crate) use resource::graph as resource_graph;
 
-pub(crate) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(topology))
+pub(crate) fn routes() -> Routes {
+    Routes::new()
+        .route(Permission::Read, routes!(topology))
         .merge(rules::routes())
 }
 

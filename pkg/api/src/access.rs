@@ -1,0 +1,231 @@
+//! Who may call a route is part of the route's registration: [`Routes::route`] takes the
+//! [`Permission`] beside the handler's OpenAPI entry and layers that route alone with the
+//! check, so a route cannot be registered without one and nothing is decided from the
+//! path. The API-wide layer ([`crate::auth::authenticate`]) only says who the caller is.
+
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::path::PathItem;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
+
+use crate::auth::{challenge, Caller, Principal};
+use crate::envelope::ApiError;
+use crate::{AppState, Role, PREFIX};
+
+/// What a route asks of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Permission {
+    /// Anyone, credential or not (the OpenAPI document, the server's configs).
+    Public,
+    /// Any accepted caller: a guest, an admin, or anonymous where configured. Allowed in
+    /// read-only mode.
+    Read,
+    /// The admin role, for what changes nothing karpor stores but reaches out or reveals
+    /// more (validating a kubeconfig runs its plugin). Allowed in read-only mode.
+    Admin,
+    /// The admin role, for what changes stored state. Refused in read-only mode.
+    Write,
+}
+
+impl Permission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Public => "public",
+            Permission::Read => "read",
+            Permission::Admin => "admin",
+            Permission::Write => "write",
+        }
+    }
+
+    pub fn allowed_when_read_only(self) -> bool {
+        self != Permission::Write
+    }
+
+    /// The refusal for `caller`, or `None` when it may go on.
+    fn refusal(self, caller: &Caller, read_only: bool) -> Option<Response> {
+        if self == Permission::Public {
+            return None;
+        }
+        let principal = match caller {
+            Caller::Refused(why) => return Some(challenge(unauthorized(why))),
+            Caller::Known(principal) => principal,
+        };
+        if read_only && !self.allowed_when_read_only() {
+            let message = "the server is read-only (server.read_only): writes are refused";
+            return Some(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, message).into_response());
+        }
+        if self == Permission::Read || principal.role >= Role::Admin {
+            return None;
+        }
+        if principal.anonymous {
+            // Anonymous callers are asked for a credential rather than told no.
+            return Some(challenge(unauthorized(
+                "this needs a token with the admin role (Authorization: Bearer TOKEN)",
+            )));
+        }
+        Some(ApiError::new(StatusCode::FORBIDDEN, "this needs the admin role").into_response())
+    }
+}
+
+fn unauthorized(message: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, message)
+}
+
+/// One route karpor serves and what it asks of its caller.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Endpoint {
+    pub method: Method,
+    /// As `/endpoints` prints it (`{name}` for a parameter).
+    pub path: String,
+    pub permission: Permission,
+}
+
+impl Endpoint {
+    pub fn new(method: Method, path: impl Into<String>, permission: Permission) -> Self {
+        Endpoint {
+            method,
+            path: path.into(),
+            permission,
+        }
+    }
+
+    /// `METHOD\tPATH`, Karpor's `/endpoints` line.
+    pub fn line(&self) -> String {
+        format!("{}\t{}", self.method, self.path)
+    }
+}
+
+/// The API's routes, each registered with its permission.
+pub(crate) struct Routes {
+    router: OpenApiRouter<AppState>,
+    endpoints: Vec<Endpoint>,
+}
+
+impl Routes {
+    pub fn new() -> Self {
+        Routes {
+            router: OpenApiRouter::new(),
+            endpoints: Vec::new(),
+        }
+    }
+
+    /// One handler (`routes!(handler)`: one path, one method), callable with `permission`.
+    pub fn route(
+        mut self,
+        permission: Permission,
+        (schemas, paths, method_router): UtoipaMethodRouter<AppState>,
+    ) -> Self {
+        for (path, item) in &paths.paths {
+            for method in methods(item) {
+                let path = format!("{PREFIX}{path}");
+                self.endpoints.push(Endpoint::new(method, path, permission));
+            }
+        }
+        let method_router =
+            method_router.route_layer(axum::middleware::from_fn_with_state(permission, authorize));
+        self.router = self.router.routes((schemas, paths, method_router));
+        self
+    }
+
+    pub fn merge(mut self, other: Routes) -> Self {
+        self.router = self.router.merge(other.router);
+        self.endpoints.extend(other.endpoints);
+        self
+    }
+
+    pub fn into_parts(self) -> (OpenApiRouter<AppState>, Vec<Endpoint>) {
+        (self.router, self.endpoints)
+    }
+}
+
+/// The methods a documented path item has operations for.
+fn methods(item: &PathItem) -> Vec<Method> {
+    [
+        (&item.get, Method::GET),
+        (&item.put, Method::PUT),
+        (&item.post, Method::POST),
+        (&item.delete, Method::DELETE),
+        (&item.options, Method::OPTIONS),
+        (&item.head, Method::HEAD),
+        (&item.patch, Method::PATCH),
+        (&item.trace, Method::TRACE),
+    ]
+    .into_iter()
+    .filter(|(operation, _)| operation.is_some())
+    .map(|(_, method)| method)
+    .collect()
+}
+
+/// Whether the server refuses writes; put in each request by the API-wide layer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadOnly(pub bool);
+
+/// The per-route check. A request that reached a route without passing the API-wide
+/// layer (a wiring mistake) is refused, never let through.
+async fn authorize(
+    State(permission): State<Permission>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let caller = request.extensions_mut().remove::<Caller>();
+    let read_only = request.extensions().get::<ReadOnly>().copied();
+    let (Some(caller), Some(ReadOnly(read_only))) = (caller, read_only) else {
+        tracing::error!("a route was reached without the authentication layer");
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "access is not configured",
+        )
+        .into_response();
+    };
+    if let Some(refusal) = permission.refusal(&caller, read_only) {
+        return refusal;
+    }
+    if let Caller::Known(principal) = caller {
+        request.extensions_mut().insert::<Principal>(principal);
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(role: Role, anonymous: bool) -> Caller {
+        Caller::Known(Principal {
+            name: "x".into(),
+            role,
+            anonymous,
+        })
+    }
+
+    fn status(permission: Permission, caller: &Caller, read_only: bool) -> u16 {
+        permission
+            .refusal(caller, read_only)
+            .map_or(200, |r| r.status().as_u16())
+    }
+
+    #[test]
+    fn each_permission_against_each_caller() {
+        let refused = Caller::Refused("a bearer token is required");
+        let anonymous = known(Role::Guest, true);
+        let guest = known(Role::Guest, false);
+        let admin = known(Role::Admin, false);
+        use Permission::*;
+        for (permission, read_only, expected) in [
+            (Public, false, [200, 200, 200, 200]),
+            (Public, true, [200, 200, 200, 200]),
+            (Read, false, [401, 200, 200, 200]),
+            (Read, true, [401, 200, 200, 200]),
+            (Admin, false, [401, 401, 403, 200]),
+            (Admin, true, [401, 401, 403, 200]),
+            (Write, false, [401, 401, 403, 200]),
+            (Write, true, [401, 405, 405, 405]),
+        ] {
+            let got = [&refused, &anonymous, &guest, &admin]
+                .map(|caller| status(permission, caller, read_only));
+            assert_eq!(got, expected, "{permission:?} read_only={read_only}");
+        }
+    }
+}

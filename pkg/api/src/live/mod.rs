@@ -1,0 +1,360 @@
+//! Reads from a member cluster now, for what storage does not keep: events (`GET
+//! /insight/events`, and Karpor's event stream for one object) and an object as it is
+//! (`/insight/detail?live=true`, [`object`]). Names reach the cluster only as validated
+//! types; each call is taken from the cluster's budget and each stream from the caller's
+//! ([`bounds`]); every answered object is redacted from what it is; a cluster that does
+//! not answer is a 503.
+
+pub mod bounds;
+pub(crate) mod object;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::access::{Permission, Routes};
+use axum::extract::{Extension, Path, Query as QueryParams, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use k8s_openapi::api::core::v1::Event;
+use karpor_core::model::Cluster;
+use karpor_core::names::{self, ApiVersion, ClusterName, KindName, Namespace, ObjectName};
+use karpor_kube::Timeouts;
+use kube::api::{Api, ListParams};
+use kube::Client;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::routes;
+
+use crate::auth::Principal;
+use crate::envelope::{ApiError, Reply, Unenveloped};
+use crate::locator::{Locator, Scope};
+use crate::openapi::Errors;
+use crate::redact;
+use crate::AppState;
+use bounds::StreamSlot;
+
+const TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(5),
+    read: Some(Duration::from_secs(10)),
+};
+/// Most events answered (newest first).
+const MAX_EVENTS: usize = 500;
+/// How often the event stream looks again, as Karpor's does.
+const STREAM_EVERY: Duration = Duration::from_secs(5);
+/// How long one event stream lasts before the client must open another.
+const STREAM_FOR: Duration = Duration::from_secs(600);
+
+pub(crate) fn routes() -> Routes {
+    Routes::new()
+        .route(Permission::Read, routes!(events))
+        .route(Permission::Read, routes!(event_stream))
+}
+
+/// The client of a registered cluster, for one call taken from the cluster's budget.
+pub(crate) async fn client(state: &AppState, cluster: &ClusterName) -> Result<Client, Response> {
+    let Some(record) = state
+        .metastore
+        .get::<Cluster>(cluster.as_str())
+        .await
+        .map_err(|e| ApiError::from(e).into_response())?
+    else {
+        return Err(ApiError::not_found(format!("cluster {cluster:?} not found")).into_response());
+    };
+    state
+        .live
+        .call(cluster)
+        .map_err(IntoResponse::into_response)?;
+    state
+        .clients
+        .get(cluster.as_str(), &record.record.kubeconfig.0)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("cannot reach cluster {cluster:?}: {e}"),
+            )
+            .into_response()
+        })
+}
+
+/// A live call bounded by [`TIMEOUTS`]: the shared client's own read timeout is the
+/// syncer's (long, for watches).
+pub(crate) async fn bounded<T>(
+    cluster: &ClusterName,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ApiError> {
+    let limit = TIMEOUTS.read.unwrap_or(TIMEOUTS.connect);
+    match tokio::time::timeout(limit, call).await {
+        Ok(answer) => answer.map_err(|e| unreachable(cluster.as_str(), &e)),
+        Err(_) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("cluster {cluster:?} did not answer within {limit:?}"),
+        )),
+    }
+}
+
+/// What a live object read names, from a locator: all of apiVersion, kind and name.
+pub(crate) fn object_ref(at: &Locator) -> Result<object::ObjectRef, ApiError> {
+    let (Some(api_version), Some(kind), Some(name)) = (&at.api_version, &at.kind, &at.name) else {
+        return Err(ApiError::bad_request(
+            "live detail needs cluster, apiVersion, kind and name",
+        ));
+    };
+    Ok(object::ObjectRef {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+        namespace: at.namespace.clone(),
+        name: name.clone(),
+    })
+}
+
+pub(crate) fn unreachable(cluster: &str, e: &kube::Error) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "cluster {cluster:?} did not answer: {}",
+            karpor_kube::describe(e)
+        ),
+    )
+}
+
+/// When an event last happened: `lastTimestamp`, else `eventTime`, else its creation.
+fn last_seen(e: &Event) -> String {
+    e.last_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .or_else(|| e.event_time.as_ref().map(|t| t.0.to_string()))
+        .or_else(|| {
+            e.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// The events of what `at` locates, newest first.
+async fn list_events(
+    client: Client,
+    at: &Locator,
+    cluster: &ClusterName,
+) -> Result<Vec<Event>, ApiError> {
+    let mut selectors = Vec::new();
+    let namespace = match at.scope() {
+        Scope::Resource | Scope::NonNamespacedResource => {
+            selectors.push(format!(
+                "involvedObject.name={}",
+                at.name().unwrap_or_default()
+            ));
+            selectors.push(format!(
+                "involvedObject.kind={}",
+                at.kind().unwrap_or_default()
+            ));
+            at.namespace()
+        }
+        Scope::Gvk | Scope::ClusterGvkNamespace => {
+            selectors.push(format!(
+                "involvedObject.kind={}",
+                at.kind().unwrap_or_default()
+            ));
+            at.namespace()
+        }
+        Scope::Namespace => at.namespace(),
+        Scope::Cluster => None,
+        Scope::Custom => {
+            return Err(ApiError::bad_request(
+                "events are of a resource, a kind, a namespace or a cluster",
+            ))
+        }
+    };
+    let api: Api<Event> = match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let params = ListParams::default().fields(&selectors.join(","));
+    let mut events = bounded(cluster, api.list(&params)).await?.items;
+    // The selector cannot say the API group: the kind's version is checked here.
+    if let Some(api_version) = at.api_version() {
+        events.retain(|e| {
+            e.involved_object
+                .api_version
+                .as_deref()
+                .is_none_or(|v| v == api_version)
+        });
+    }
+    events.sort_by_key(|e| std::cmp::Reverse(last_seen(e)));
+    events.truncate(MAX_EVENTS);
+    Ok(events)
+}
+
+#[utoipa::path(get, path = "/insight/events", operation_id = "insightEvents", tag = "insight",
+    params(Locator),
+    responses((status = 200, body = inline(Envelope<Vec<Object>>),
+        description = "the cluster's Event objects (core/v1) about what the locator names, newest first, 500 at most"),
+        Errors))]
+pub(crate) async fn events(
+    State(state): State<AppState>,
+    QueryParams(at): QueryParams<Locator>,
+) -> Result<Reply, Response> {
+    let Some(cluster) = at.cluster.clone() else {
+        return Err(
+            ApiError::bad_request("events are of one cluster: give cluster").into_response(),
+        );
+    };
+    let client = client(&state, &cluster).await?;
+    let events = list_events(client, &at, &cluster)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    let events: Vec<Value> = events
+        .into_iter()
+        .map(|e| redact::object(serde_json::to_value(e).unwrap_or_default()))
+        .collect();
+    Ok(Reply::ok(events))
+}
+
+/// Karpor's event of the stream.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamedEvent {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub reason: String,
+    pub message: String,
+    pub count: i32,
+    pub last_timestamp: String,
+    pub first_timestamp: String,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamParams {
+    #[serde(default, deserialize_with = "names::optional")]
+    #[param(value_type = Option<String>)]
+    pub kind: Option<KindName>,
+    #[serde(default, deserialize_with = "names::optional")]
+    #[param(value_type = Option<String>)]
+    pub api_version: Option<ApiVersion>,
+    /// `Normal` or `Warning`: only those.
+    #[serde(rename = "type")]
+    pub event_type: Option<String>,
+}
+
+fn streamed(e: &Event) -> StreamedEvent {
+    StreamedEvent {
+        kind: e.type_.clone().unwrap_or_default(),
+        reason: e.reason.clone().unwrap_or_default(),
+        message: e.message.clone().unwrap_or_default(),
+        count: e.count.unwrap_or(1),
+        last_timestamp: last_seen(e),
+        first_timestamp: e
+            .first_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// Every 5 s, the object's events (newest first) as one `data:` frame, as Karpor's
+/// stream; an error is an in-band `Warning` event, as Karpor's. Ends after 10 minutes.
+#[utoipa::path(get, path = "/insight/aggregator/event/{cluster}/{namespace}/{name}",
+    operation_id = "streamEvents", tag = "stream",
+    params(("cluster" = String, Path), ("namespace" = String, Path), ("name" = String, Path), StreamParams),
+    responses((status = 200, description = "server-sent events: `data: [Event]` every 5 s",
+        body = String, content_type = "text/event-stream"), Errors))]
+pub(crate) async fn event_stream(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    Path((cluster, namespace, name)): Path<(ClusterName, Namespace, ObjectName)>,
+    QueryParams(params): QueryParams<StreamParams>,
+) -> Response {
+    let at = Locator {
+        cluster: Some(cluster.clone()),
+        api_version: params.api_version.clone(),
+        kind: params.kind.clone(),
+        namespace: Some(namespace),
+        name: Some(name),
+        ..Locator::default()
+    };
+    // An unknown cluster is the request's error, not a stream of in-band warnings.
+    match state.metastore.get::<Cluster>(cluster.as_str()).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return ApiError::not_found(format!("cluster {cluster:?} not found")).into_response()
+        }
+        Err(e) => return ApiError::from(e).into_response(),
+    }
+    let slot = match state.live.open_stream(&caller.name) {
+        Ok(slot) => slot,
+        Err(limited) => return limited.into_response(),
+    };
+    let wanted = params.event_type;
+    let frames = frames(state, at, cluster, wanted, slot);
+    let mut response = Sse::new(frames)
+        .keep_alive(KeepAlive::default())
+        .into_response();
+    response.extensions_mut().insert(Unenveloped);
+    response
+}
+
+/// The stream's frames; `slot` is its place among the caller's streams, given back when
+/// the stream ends or its client goes away (the stream is dropped).
+fn frames(
+    state: AppState,
+    at: Locator,
+    cluster: ClusterName,
+    wanted: Option<String>,
+    slot: StreamSlot,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let state = Arc::new(state);
+    let slot = Arc::new(slot);
+    let started = tokio::time::Instant::now();
+    futures::stream::unfold(true, move |first| {
+        let (state, at, cluster, wanted, slot) = (
+            state.clone(),
+            at.clone(),
+            cluster.clone(),
+            wanted.clone(),
+            slot.clone(),
+        );
+        async move {
+            let _slot = slot;
+            if !first {
+                tokio::time::sleep(STREAM_EVERY).await;
+            }
+            if started.elapsed() > STREAM_FOR {
+                return None;
+            }
+            let frame = match client(&state, &cluster).await {
+                Ok(client) => match list_events(client, &at, &cluster).await {
+                    Ok(events) => frame_of(&events, wanted.as_deref()),
+                    Err(e) => warning(&e.message),
+                },
+                Err(refusal) => warning(&format!(
+                    "no events this time ({})",
+                    refusal.status().canonical_reason().unwrap_or("refused")
+                )),
+            };
+            Some((Ok(SseEvent::default().data(frame.to_string())), false))
+        }
+    })
+}
+
+fn frame_of(events: &[Event], wanted: Option<&str>) -> Value {
+    let events: Vec<StreamedEvent> = events
+        .iter()
+        .filter(|e| wanted.is_none_or(|w| e.type_.as_deref() == Some(w)))
+        .map(streamed)
+        .collect();
+    serde_json::to_value(events).unwrap_or_default()
+}
+
+/// An in-band `Warning` event, as Karpor's stream reports an error.
+fn warning(message: &str) -> Value {
+    serde_json::json!([{"type": "Warning", "reason": "Error", "message": message,
+        "count": 1, "lastTimestamp": "", "firstTimestamp": ""}])
+}
