@@ -5,12 +5,18 @@
 
 mod access;
 mod bounded;
+mod connections;
+mod datadir;
 mod exec;
 mod files;
 mod hosts;
+mod live;
 mod logs;
 mod masking;
+mod outbound;
+mod permissions;
 mod private;
+mod rules;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
