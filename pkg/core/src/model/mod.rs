@@ -3,12 +3,14 @@
 
 mod audit;
 mod cluster;
+mod limits;
 mod name;
 mod relations;
 mod rules;
 
 pub use audit::AuditPolicy;
 pub use cluster::{Cluster, Kubeconfig, MAX_KUBECONFIG_BYTES};
+pub use limits::{OverLimit, RuleLimits, LIMITS_SECTION};
 pub use name::{validate_name, NameError, NAME_PATTERN};
 pub use relations::{validate_path, KindRef, Relation, RelationRule};
 pub use rules::{

@@ -1,0 +1,154 @@
+//! Whether karpor may trust what it finds on disk: its data directory, the admin token
+//! and the metadata key are trusted only when nobody but karpor's user (or root, who can
+//! do anything anyway) could have written them. A world-writable `data/` once let anyone
+//! plant an `admin-token` that then wrote as admin. Checked at start, before anything is
+//! read, so a refusal names the path and the fix and nothing starts.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+/// What a path is to karpor, for its checks and their messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trusted {
+    /// A directory karpor keeps its files in: `chmod 700` fixes it.
+    Directory,
+    /// A file karpor trusts (a token, a key): `chmod 600` fixes it.
+    File,
+}
+
+/// `Err` with the whole sentence (`data directory ./data is world-writable: chmod 700
+/// ./data`) when `path` could have been written by someone other than `uid` or root;
+/// `Ok` when it is absent (karpor makes it private). `what` names it (`data directory`).
+pub fn check(path: &Path, kind: Trusted, what: &str, uid: u32) -> Result<(), String> {
+    let metadata = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{what} {}: {e}", path.display())),
+    };
+    let shown = path.display();
+    let (is_kind, noun, mode) = match kind {
+        Trusted::Directory => (metadata.is_dir(), "a directory", "700"),
+        Trusted::File => (metadata.is_file(), "a regular file", "600"),
+    };
+    if !is_kind {
+        return Err(format!("{what} {shown} is not {noun}"));
+    }
+    let owner = metadata.uid();
+    if owner != uid && owner != 0 {
+        return Err(format!(
+            "{what} {shown} is owned by uid {owner}, not karpor's user (uid {uid}): \
+             chown {uid} {shown}, or run karpor as uid {owner}"
+        ));
+    }
+    if let Some(who) = writable_by_others(metadata.permissions().mode()) {
+        let anyone = match who {
+            "world" => "anyone on the machine",
+            _ => "anyone in its group",
+        };
+        let harm = match kind {
+            Trusted::Directory => "plant files karpor trusts",
+            Trusted::File => "rewrite it",
+        };
+        return Err(format!(
+            "{what} {shown} is {who}-writable, so {anyone} could {harm}: chmod {mode} {shown}"
+        ));
+    }
+    Ok(())
+}
+
+/// `world` or `group` when a mode lets others than its owner write.
+pub fn writable_by_others(mode: u32) -> Option<&'static str> {
+    if mode & 0o002 != 0 {
+        Some("world")
+    } else if mode & 0o020 != 0 {
+        Some("group")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn chmod(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn me(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().uid()
+    }
+
+    #[test]
+    fn open_directories_and_files_are_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let uid = me(dir.path());
+        assert_eq!(
+            check(&data, Trusted::Directory, "data directory", uid),
+            Ok(())
+        );
+        std::fs::create_dir(&data).unwrap();
+        chmod(&data, 0o777);
+        let refused = check(&data, Trusted::Directory, "data directory", uid).unwrap_err();
+        assert!(refused.contains("is world-writable"), "{refused}");
+        assert!(
+            refused.ends_with(&format!("chmod 700 {}", data.display())),
+            "{refused}"
+        );
+        chmod(&data, 0o700);
+        assert_eq!(
+            check(&data, Trusted::Directory, "data directory", uid),
+            Ok(())
+        );
+        let token = data.join("admin-token");
+        std::fs::write(&token, "x").unwrap();
+        chmod(&token, 0o620);
+        let refused = check(&token, Trusted::File, "admin token file", uid).unwrap_err();
+        assert!(refused.contains("is group-writable"), "{refused}");
+        assert!(
+            refused.ends_with(&format!("chmod 600 {}", token.display())),
+            "{refused}"
+        );
+        chmod(&token, 0o644);
+        assert_eq!(
+            check(&token, Trusted::File, "admin token file", uid),
+            Ok(())
+        );
+        assert!(check(&token, Trusted::Directory, "data directory", uid)
+            .unwrap_err()
+            .contains("is not a directory"));
+    }
+
+    #[test]
+    fn another_owner_is_refused_but_root_is_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        std::fs::create_dir(&path).unwrap();
+        // As root, the directory is given away; otherwise karpor is taken to be another
+        // user than the owner.
+        let (owner, uid) = match me(&path) {
+            0 => {
+                std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+                assert_eq!(
+                    check(dir.path(), Trusted::Directory, "data directory", 1000),
+                    Ok(())
+                );
+                (65534, 0)
+            }
+            owner => (owner, owner + 1),
+        };
+        let refused = check(&path, Trusted::Directory, "data directory", uid).unwrap_err();
+        assert!(
+            refused.contains(&format!(
+                "owned by uid {owner}, not karpor's user (uid {uid})"
+            )),
+            "{refused}"
+        );
+        assert!(
+            refused.contains(&format!("chown {uid} {}", path.display())),
+            "{refused}"
+        );
+    }
+}
