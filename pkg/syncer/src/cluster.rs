@@ -22,8 +22,9 @@ use crate::counts;
 use crate::lists::Lists;
 use crate::membership::Fence;
 use crate::outage::Recoveries;
+use crate::policy::Ingest;
 use crate::policy::PolicySeen;
-use crate::rules::{resolve, Discovered, RulesSeen, Target, TargetKey};
+use crate::rules::{resolve_within, Discovered, RulesSeen, Target, TargetKey};
 use crate::status::{ClusterProgress, RuleInForce, SyncState};
 use crate::sweep::Coverage;
 use crate::watch::{now_millis, Watcher};
@@ -36,9 +37,11 @@ use crate::SyncSettings;
 pub type ClientSlot = watch::Sender<Option<Client>>;
 pub type ClientSeen = watch::Receiver<Option<Client>>;
 
-/// A watch is silent for up to the API server's watch timeout (290 s): reads may wait a
-/// little longer, and no call waits for ever on an API server that hangs.
-const TIMEOUTS: Timeouts = Timeouts {
+/// The timeouts of a member cluster's client, the syncer's and the API's alike (the API
+/// bounds each of its calls shorter). A watch is silent for up to the API server's watch
+/// timeout (290 s): reads may wait a little longer, and no call waits for ever on an API
+/// server that hangs.
+pub const CLIENT_TIMEOUTS: Timeouts = Timeouts {
     connect: Duration::from_secs(10),
     read: Some(Duration::from_secs(295)),
 };
@@ -149,12 +152,19 @@ impl ClusterRun {
                 found = discover(&client) => found,
             };
             let wait = match discovered {
-                Ok(found) => {
+                Ok(found) => 'applied: {
                     let current = policy.borrow_and_update().clone();
                     let in_force = rules.borrow_and_update().clone();
                     lists.generation(current.generation);
                     let plain: Vec<SyncRule> = in_force.iter().map(|r| r.rule.clone()).collect();
-                    let targets = resolve(&plain, &found, &current.ingest);
+                    let Some(targets) = self.within_limits(&plain, &found, &current.ingest) else {
+                        // Nothing is watched, and nothing swept: the documents stay until
+                        // rules that fit say what to keep.
+                        stop_all(&mut running, &lists).await;
+                        self.progress.set_rules(Vec::new());
+                        (sweep, covered) = (false, None);
+                        break 'applied self.settings.rediscover;
+                    };
                     let owed = !std::mem::take(&mut relisting);
                     let watchers = Watchers {
                         client: &client,
@@ -363,6 +373,40 @@ impl ClusterRun {
     }
 }
 
+impl ClusterRun {
+    /// The targets of `rules`, or `None` when they go over `syncer.limits`: then the
+    /// cluster's status says which limit, and no watch is opened.
+    fn within_limits(
+        &self,
+        rules: &[SyncRule],
+        found: &[Discovered],
+        ingest: &Arc<Ingest>,
+    ) -> Option<Vec<Target>> {
+        let name = &self.cluster.name;
+        match resolve_within(rules, found, ingest, &self.settings.limits) {
+            Ok(targets) => {
+                if self.progress.refuse(None) {
+                    tracing::info!(
+                        cluster = name,
+                        "the cluster's sync rules fit the limits again"
+                    );
+                }
+                Some(targets)
+            }
+            Err(why) => {
+                if self.progress.refuse(Some(why.clone())) {
+                    tracing::warn!(
+                        cluster = name,
+                        why,
+                        "the cluster's sync rules are over a limit: nothing is watched"
+                    );
+                }
+                None
+            }
+        }
+    }
+}
+
 /// What each new watcher shares with the others.
 struct Watchers<'a> {
     client: &'a Client,
@@ -395,12 +439,13 @@ impl ClusterRun {
         let name = &self.cluster.name;
         let mut retry = Duration::from_secs(1);
         loop {
-            let error = match karpor_kube::connect(&self.cluster.kubeconfig.0, &self.exec, TIMEOUTS)
-                .await
-            {
-                Ok(connected) => return Some(connected),
-                Err(e) => e,
-            };
+            let error =
+                match karpor_kube::connect(&self.cluster.kubeconfig.0, &self.exec, CLIENT_TIMEOUTS)
+                    .await
+                {
+                    Ok(connected) => return Some(connected),
+                    Err(e) => e,
+                };
             let text = error.to_string();
             if let ClientError::Exec(_) = error {
                 tracing::warn!(

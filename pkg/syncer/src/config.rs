@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use karpor_core::model::RuleLimits;
 use serde::{Deserialize, Serialize};
 
 use crate::{SyncSettings, WriterSettings};
@@ -31,6 +32,10 @@ pub struct SyncerConfig {
     /// syncer that dies or hangs loses its clusters to the others after this.
     #[serde(with = "humantime_serde")]
     pub lease_ttl: Duration,
+    /// How large a sync or relation rule may be, and how many rules and watches one
+    /// cluster may have: the API refuses a rule over them, and a cluster whose rules go
+    /// over them opens no watch.
+    pub limits: RuleLimits,
 }
 
 /// The environment variable naming this syncer's member, under `syncer.member`.
@@ -47,6 +52,7 @@ impl Default for SyncerConfig {
             rediscover_interval: settings.rediscover,
             member: None,
             lease_ttl: settings.lease_ttl,
+            limits: settings.limits,
         }
     }
 }
@@ -75,6 +81,14 @@ impl SyncerConfig {
                 return fail("member", &e.to_string());
             }
         }
+        self.limits.validate()?;
+        let built_in = crate::rules::default_rules().len();
+        if self.limits.rules_per_cluster < built_in {
+            return fail(
+                "limits.rules_per_cluster",
+                &format!("must be at least {built_in}: every cluster follows the {built_in} built-in rules while none is stored"),
+            );
+        }
         Ok(())
     }
 
@@ -98,7 +112,44 @@ impl SyncerConfig {
             },
             rediscover: self.rediscover_interval,
             lease_ttl: self.lease_ttl,
+            limits: self.limits,
             ..defaults
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_read_validated_and_reach_the_settings() {
+        let config: SyncerConfig = serde_json::from_str(
+            r#"{"limits": {"watches_per_cluster": 5, "namespaces_per_rule": 3}}"#,
+        )
+        .unwrap();
+        assert_eq!(config.validate(), Ok(()));
+        let limits = config.settings().limits;
+        assert_eq!(
+            (limits.watches_per_cluster, limits.namespaces_per_rule),
+            (5, 3)
+        );
+        assert_eq!(
+            limits.rules_per_cluster,
+            RuleLimits::default().rules_per_cluster
+        );
+        let zero: SyncerConfig =
+            serde_json::from_str(r#"{"limits": {"resources_per_rule": 0}}"#).unwrap();
+        assert_eq!(
+            zero.validate().unwrap_err().0,
+            "syncer.limits.resources_per_rule"
+        );
+        let one: SyncerConfig =
+            serde_json::from_str(r#"{"limits": {"rules_per_cluster": 1}}"#).unwrap();
+        assert_eq!(
+            one.validate().unwrap_err().0,
+            "syncer.limits.rules_per_cluster"
+        );
+        assert!(serde_json::from_str::<SyncerConfig>(r#"{"limits": {"watches": 5}}"#).is_err());
     }
 }

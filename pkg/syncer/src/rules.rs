@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use karpor_core::model::{
-    Cluster, ClusterSelector, ResourceSelector, SyncRule, Transform, TransformMode,
+    Cluster, ClusterSelector, OverLimit, ResourceSelector, RuleLimits, SyncRule, Transform,
+    TransformMode,
 };
 use kube::discovery::{verbs, ApiCapabilities, ApiResource, Scope};
 
@@ -217,19 +218,53 @@ impl Discovered {
 /// in name order among equals: two watchers of overlapping scopes would purge each
 /// other's documents after their lists.
 pub fn resolve(rules: &[SyncRule], discovered: &[Discovered], ingest: &Arc<Ingest>) -> Vec<Target> {
-    let options: Vec<Arc<WatchOptions>> = rules
+    targets(rules, discovered, &claims(rules, discovered), ingest)
+}
+
+/// As [`resolve`], unless the rules are over `limits`: too many, one too large (a rule
+/// stored before the limits were lowered, or imported), or together more watches than
+/// `watches_per_cluster`. Counted before any target is made, so a hostile rule costs
+/// nothing. `Err` says which limit, in words for the cluster's status and log.
+pub fn resolve_within(
+    rules: &[SyncRule],
+    discovered: &[Discovered],
+    ingest: &Arc<Ingest>,
+    limits: &RuleLimits,
+) -> Result<Vec<Target>, String> {
+    if rules.len() > limits.rules_per_cluster {
+        let over = OverLimit {
+            field: "sync rules selecting the cluster".to_owned(),
+            count: rules.len(),
+            limit: limits.rules_per_cluster,
+            key: "rules_per_cluster",
+        };
+        return Err(over.to_string());
+    }
+    for rule in rules {
+        limits
+            .check_sync_rule(rule)
+            .map_err(|over| format!("sync rule {:?}: {over}", rule.name))?;
+    }
+    let claims = claims(rules, discovered);
+    let watches: usize = claims
         .iter()
-        .map(|rule| {
-            Arc::new(WatchOptions {
-                rule: rule.name.clone(),
-                label_selector: rule.label_selector.clone().filter(|s| !s.is_empty()),
-                field_selector: rule.field_selector.clone().filter(|s| !s.is_empty()),
-                trimmer: Trimmer::new(&rule.transform),
-                keep_after_delete: rule.keep_after_delete,
-                ingest: ingest.clone(),
-            })
-        })
-        .collect();
+        .map(|&(at, rule)| watches_of(&discovered[at], &rules[rule]))
+        .sum();
+    if watches > limits.watches_per_cluster {
+        let over = OverLimit {
+            field: "watches the sync rules resolve to".to_owned(),
+            count: watches,
+            limit: limits.watches_per_cluster,
+            key: "watches_per_cluster",
+        };
+        return Err(over.to_string());
+    }
+    Ok(targets(rules, discovered, &claims, ingest))
+}
+
+/// Which rule watches each discovered type, as `(index in discovered, index in rules)`,
+/// in discovery's order.
+fn claims(rules: &[SyncRule], discovered: &[Discovered]) -> Vec<(usize, usize)> {
     // (group, plural) to its best claim and where it was discovered.
     let mut claims: HashMap<(&str, &str), (Claim, usize)> = HashMap::new();
     for (at, d) in discovered.iter().enumerate() {
@@ -256,8 +291,40 @@ pub fn resolve(rules: &[SyncRule], discovered: &[Discovered], ingest: &Arc<Inges
         .map(|((_, Reverse(rule)), at)| (at, rule))
         .collect();
     won.sort_unstable();
+    won
+}
+
+/// Watchers of one type under one rule: one per listed namespace, or one for all.
+fn watches_of(d: &Discovered, rule: &SyncRule) -> usize {
+    if d.capabilities.scope == Scope::Namespaced && !rule.namespaces.is_empty() {
+        rule.namespaces.len()
+    } else {
+        1
+    }
+}
+
+/// One target per claim won (per listed namespace).
+fn targets(
+    rules: &[SyncRule],
+    discovered: &[Discovered],
+    won: &[(usize, usize)],
+    ingest: &Arc<Ingest>,
+) -> Vec<Target> {
+    let options: Vec<Arc<WatchOptions>> = rules
+        .iter()
+        .map(|rule| {
+            Arc::new(WatchOptions {
+                rule: rule.name.clone(),
+                label_selector: rule.label_selector.clone().filter(|s| !s.is_empty()),
+                field_selector: rule.field_selector.clone().filter(|s| !s.is_empty()),
+                trimmer: Trimmer::new(&rule.transform),
+                keep_after_delete: rule.keep_after_delete,
+                ingest: ingest.clone(),
+            })
+        })
+        .collect();
     let mut targets = Vec::new();
-    for (at, index) in won {
+    for &(at, index) in won {
         let (d, rule) = (&discovered[at], &rules[index]);
         let namespaces: Vec<Option<String>> =
             if d.capabilities.scope == Scope::Namespaced && !rule.namespaces.is_empty() {
@@ -550,6 +617,43 @@ mod tests {
         for rule in default_rules() {
             assert_eq!(rule.validate(), Ok(()), "{}", rule.name);
         }
+    }
+
+    #[test]
+    fn rules_over_the_limits_resolve_to_nothing_and_say_which_limit() {
+        let limits = RuleLimits {
+            watches_per_cluster: 4,
+            rules_per_cluster: 2,
+            ..RuleLimits::default()
+        };
+        let every = rule("r", &[("*", "*", "*")]);
+        let fits = resolve_within(std::slice::from_ref(&every), &all(), &audit(), &limits);
+        assert_eq!(plurals(&fits.unwrap()).len(), 4);
+        // Namespaces once, and three namespaced types in each of two namespaces.
+        let mut wide = every.clone();
+        wide.namespaces = vec!["a".into(), "b".into()];
+        let over = resolve_within(&[wide], &all(), &audit(), &limits).unwrap_err();
+        assert_eq!(
+            over,
+            "watches the sync rules resolve to: 7 is over the limit of 4 (syncer.limits.watches_per_cluster)"
+        );
+        let three = [
+            every.clone(),
+            rule("s", &[("", "v1", "configmaps")]),
+            rule("t", &[("", "v1", "pods")]),
+        ];
+        let over = resolve_within(&three, &all(), &audit(), &limits).unwrap_err();
+        assert!(
+            over.ends_with("(syncer.limits.rules_per_cluster)"),
+            "{over}"
+        );
+        let mut large = every;
+        large.namespaces = (0..101).map(|i| format!("n{i}")).collect();
+        let over = resolve_within(&[large], &all(), &audit(), &RuleLimits::default()).unwrap_err();
+        assert!(
+            over.starts_with("sync rule \"r\": namespaces: 101"),
+            "{over}"
+        );
     }
 
     /// docs/syncer.md gives the reason for each type a `*` leaves out.

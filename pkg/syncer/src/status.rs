@@ -58,6 +58,9 @@ pub struct ClusterProgress {
     /// Raised by every write to storage (documents, deletions, purges): what the type
     /// counts wait for.
     writes: AtomicU64,
+    /// Why its rules are refused (over `syncer.limits`): while set, the cluster watches
+    /// nothing and is in error whatever else reports a state.
+    refused: RwLock<Option<String>>,
     metrics: SyncMetrics,
 }
 
@@ -85,6 +88,9 @@ pub struct ClusterSnapshot {
     pub rules: Vec<RuleInForce>,
     /// Each watched type, by group, version, resource and namespace.
     pub types: Vec<TypeSnapshot>,
+    /// Why the cluster's rules are refused, naming the `syncer.limits` key they go over
+    /// (its state is then `error`, `misconfigured`, and nothing is watched).
+    pub refused: Option<String>,
 }
 
 impl ClusterProgress {
@@ -100,6 +106,7 @@ impl ClusterProgress {
             types: RwLock::default(),
             rules: RwLock::default(),
             writes: AtomicU64::new(0),
+            refused: RwLock::new(None),
             metrics,
         };
         progress
@@ -120,6 +127,11 @@ impl ClusterProgress {
     }
 
     pub fn set_state(&self, state: SyncState) {
+        // Stopping the watchers of refused rules reports an empty cluster as synced.
+        let state = match (&state, self.refused().is_some()) {
+            (SyncState::Error(_), _) | (_, false) => state,
+            (_, true) => SyncState::Error(Reason::Misconfigured),
+        };
         if state == SyncState::Synced {
             self.initially_synced.store(true, Ordering::SeqCst);
         }
@@ -130,6 +142,27 @@ impl ClusterProgress {
             *current = state;
             self.metrics.set_state(&self.name, name, &SyncState::NAMES);
         }
+    }
+
+    /// The cluster's rules go over a limit (`why` names it) and it watches nothing; or,
+    /// with `None`, they fit. Whether that changed.
+    pub(crate) fn refuse(&self, why: Option<String>) -> bool {
+        let refused = why.is_some();
+        let before = std::mem::replace(
+            &mut *self.refused.write().unwrap_or_else(PoisonError::into_inner),
+            why.clone(),
+        );
+        if refused {
+            self.set_state(SyncState::Error(Reason::Misconfigured));
+        }
+        before != why
+    }
+
+    fn refused(&self) -> Option<String> {
+        self.refused
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Done with the first list, or unable to start it: either way it no longer holds up
@@ -234,6 +267,7 @@ impl ClusterProgress {
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone(),
             types: self.types().iter().map(|t| t.snapshot()).collect(),
+            refused: self.refused(),
         }
     }
 }
@@ -382,5 +416,31 @@ pub(crate) struct RunningGuard(pub Arc<SyncStatus>);
 impl Drop for RunningGuard {
     fn drop(&mut self) {
         self.0.set_running(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_rules_keep_the_cluster_in_error_until_they_fit() {
+        let metrics = SyncMetrics::new(&mut prometheus_client::registry::Registry::default());
+        let progress = SyncStatus::new(metrics).track("prod");
+        let why = "watches the sync rules resolve to: 9 is over the limit of 4 (syncer.limits.watches_per_cluster)";
+        assert!(progress.refuse(Some(why.to_owned())));
+        assert!(!progress.refuse(Some(why.to_owned())));
+        progress.set_state(SyncState::Synced);
+        let snapshot = progress.snapshot();
+        assert_eq!(snapshot.state, SyncState::Error(Reason::Misconfigured));
+        assert_eq!(snapshot.refused.as_deref(), Some(why));
+        assert!(
+            progress.settled(),
+            "a refused cluster holds up no readiness"
+        );
+        progress.refuse(None);
+        progress.set_state(SyncState::Synced);
+        assert_eq!(progress.snapshot().state, SyncState::Synced);
+        assert_eq!(progress.snapshot().refused, None);
     }
 }
