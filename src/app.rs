@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use karpor_api::{local_token, Role};
+use karpor_api::{local_token, LiveBounds, Role};
 use karpor_health::{
     HealthChecker, HealthClient, HealthMetrics, HealthReporter, Heartbeat, Membership, Ping,
     UpstreamCheck,
 };
+use karpor_kube::ClientCache;
 use karpor_metastore::MetastoreCheck;
 use karpor_server::{AllowedHosts, ConnectionLimits, HttpMetrics, RouterParts, TlsConfig};
 use karpor_storage::StorageCheck;
@@ -85,6 +86,12 @@ impl Application {
         karpor_server::register_process(&mut registry, env!("CARGO_PKG_VERSION"));
         let sync_metrics = karpor_syncer::metrics(&mut registry);
         let exec = config.kubernetes.exec_settings();
+        // One client per member cluster, for the API's live reads and streams.
+        let clients = Arc::new(ClientCache::new(
+            exec.clone(),
+            karpor_syncer::CLIENT_TIMEOUTS,
+        ));
+        let live = LiveBounds::new(config.server.limits.live.clone(), &mut registry);
         let mut syncer = (mode == Mode::Syncer || config.server.syncer).then(|| {
             Syncer::new(SyncerParts {
                 audit: config.audit.clone(),
@@ -159,6 +166,9 @@ impl Application {
                 read_only: config.server.read_only,
                 limits: config.server.limits.clone(),
                 audit: config.audit.clone(),
+                clients,
+                live,
+                rule_limits: config.syncer.limits,
             }),
             Mode::Syncer => axum::Router::new(),
         };
@@ -169,7 +179,10 @@ impl Application {
             with_ui: mode == Mode::Serve,
             routes,
             endpoints: match mode {
-                Mode::Serve => karpor_api::endpoints(),
+                Mode::Serve => karpor_api::endpoints()
+                    .iter()
+                    .map(karpor_api::Endpoint::line)
+                    .collect(),
                 Mode::Syncer => Vec::new(),
             },
             hosts: AllowedHosts::new(

@@ -5,18 +5,19 @@
 
 use std::time::Duration;
 
+use crate::access::{Permission, Routes};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use karpor_core::model::{
-    validate_name, Cluster, ClusterSelector, Record, ResourceSelector, SyncRule, Transform,
+    validate_name, Cluster, ClusterSelector, OverLimit, Record, ResourceSelector, RuleLimits,
+    SyncRule, Transform,
 };
 use karpor_metastore::Stored;
 use karpor_syncer::{DryRun, DryRunError, Selection};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Principal;
@@ -30,11 +31,14 @@ const DELETED: &str = "SyncRule deleted";
 /// How long a dry run may take per cluster (discovery and counts).
 const DRY_RUN_TIMEOUT: Duration = Duration::from_secs(20);
 
-pub(crate) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(list))
-        .routes(routes!(read, create, update, remove))
-        .routes(routes!(dry_run))
+pub(crate) fn routes() -> Routes {
+    Routes::new()
+        .route(Permission::Read, routes!(list))
+        .route(Permission::Read, routes!(read))
+        .route(Permission::Write, routes!(create))
+        .route(Permission::Write, routes!(update))
+        .route(Permission::Write, routes!(remove))
+        .route(Permission::Admin, routes!(dry_run))
 }
 
 /// `"*"` (every cluster), `{"names": [...]}` or `{"selector": "env=prod,tier!=1"}`
@@ -109,8 +113,9 @@ pub struct SyncRuleBody {
 }
 
 impl SyncRuleBody {
-    /// The record it makes, named `name`: every problem names its field.
-    fn record(self, name: String) -> Result<SyncRule, ApiError> {
+    /// The record it makes, named `name`: every problem names its field, and a count
+    /// over `limits` its config key.
+    fn record(self, name: String, limits: &RuleLimits) -> Result<SyncRule, ApiError> {
         validate_name(&name).map_err(|e| ApiError::bad_request(format!("name: {e}")))?;
         if let Some(named) = &self.name {
             if *named != name {
@@ -131,8 +136,45 @@ impl SyncRuleBody {
             keep_after_delete: self.keep_after_delete,
         };
         rule.validate().map_err(ApiError::bad_request)?;
+        within_limits(&rule, limits)?;
         Ok(rule)
     }
+}
+
+/// A rule over `syncer.limits` would be refused by every cluster's syncer: refused
+/// where it is written instead, with the count and the limit's key.
+fn within_limits(rule: &SyncRule, limits: &RuleLimits) -> Result<(), ApiError> {
+    limits
+        .check_sync_rule(rule)
+        .map_err(|over| ApiError::bad_request(over.to_string()))
+}
+
+/// Refuses `rule` when a registered cluster it selects would follow more rules than
+/// `syncer.limits.rules_per_cluster` with it (its stored version replaced).
+async fn within_rules_per_cluster(state: &AppState, rule: &SyncRule) -> Result<(), ApiError> {
+    let stored = state.metastore.list_all::<SyncRule>().await?;
+    let clusters = state.metastore.list_all::<Cluster>().await?;
+    let limit = state.rule_limits.rules_per_cluster;
+    for cluster in clusters.iter().map(|c| &c.record) {
+        if !karpor_syncer::selects(&rule.clusters, cluster) {
+            continue;
+        }
+        let others = stored
+            .iter()
+            .filter(|s| s.record.name != rule.name)
+            .filter(|s| karpor_syncer::selects(&s.record.clusters, cluster))
+            .count();
+        if others + 1 > limit {
+            let over = OverLimit {
+                field: format!("clusters (sync rules selecting cluster {:?})", cluster.name),
+                count: others + 1,
+                limit,
+                key: "rules_per_cluster",
+            };
+            return Err(ApiError::bad_request(over.to_string()));
+        }
+    }
+    Ok(())
 }
 
 /// A rule as answered: its fields, and karpor's `version` and times (none for a
@@ -260,7 +302,8 @@ pub(crate) async fn create(
     Path(name): Path<String>,
     Body(body): Body<SyncRuleBody>,
 ) -> ApiResult {
-    let rule = body.record(name)?;
+    let rule = body.record(name, &state.rule_limits)?;
+    within_rules_per_cluster(&state, &rule).await?;
     let stored = state.metastore.create(rule).await?;
     tracing::info!(rule = %stored.record.name, by = %by.name, "sync rule created");
     Ok(Reply::created(SyncRuleView::stored(stored)))
@@ -279,7 +322,8 @@ pub(crate) async fn update(
     Query(params): Query<VersionParam>,
     Body(body): Body<SyncRuleBody>,
 ) -> ApiResult {
-    let rule = body.record(name.clone())?;
+    let rule = body.record(name.clone(), &state.rule_limits)?;
+    within_rules_per_cluster(&state, &rule).await?;
     let current = find(&state, &name).await?;
     let stored = state
         .metastore
@@ -393,12 +437,16 @@ pub(crate) async fn dry_run(
         .map(|s| s.record)
         .collect();
     let rule = match body {
-        Some(Json(body)) => body.record(name.clone())?,
+        Some(Json(body)) => body.record(name.clone(), &state.rule_limits)?,
         None => match stored.iter().find(|r| r.name == name) {
             Some(rule) => rule.clone(),
             None => built_in(&name).ok_or_else(|| not_found(&name))?,
         },
     };
+    // A stored rule too (imported, or stored under higher limits): a dry run of it would
+    // ask each cluster as much as watching it.
+    within_limits(&rule, &state.rule_limits)?;
+    within_rules_per_cluster(&state, &rule).await?;
     // The rules beside it once it is stored: the stored ones (the built-in ones while
     // none is, when it is one of them).
     let others = if stored.is_empty() && built_in(&name).is_some() {
@@ -487,5 +535,30 @@ async fn find(state: &AppState, name: &str) -> Result<Stored<SyncRule>, ApiError
             ),
         )),
         None => Err(not_found(name)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_over_a_limit_is_a_400_naming_the_limit_and_the_count() {
+        let body = |namespaces: usize| -> SyncRuleBody {
+            serde_json::from_value(serde_json::json!({
+                "clusters": "*",
+                "resources": [{"group": "*", "version": "*", "resource": "*"}],
+                "namespaces": (0..namespaces).map(|i| format!("ns-{i}")).collect::<Vec<_>>(),
+            }))
+            .unwrap()
+        };
+        let limits = RuleLimits::default();
+        assert!(body(100).record("wide".into(), &limits).is_ok());
+        let refused = body(1000).record("wide".into(), &limits).unwrap_err();
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            refused.message,
+            "namespaces: 1000 is over the limit of 100 (syncer.limits.namespaces_per_rule)"
+        );
     }
 }

@@ -4,14 +4,14 @@
 //! built-in one back. Writes are versioned (`PUT ?version=` compare-and-swap) and make
 //! every syncer re-index what it stores.
 
+use crate::access::{Permission, Routes};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use karpor_core::model::{KindRef, Record, Relation, RelationRule};
+use karpor_core::model::{KindRef, Record, Relation, RelationRule, RuleLimits};
 use karpor_metastore::Stored;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::body::Body;
@@ -19,10 +19,13 @@ use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
 use crate::openapi::{Errors, NamePath};
 use crate::AppState;
 
-pub(crate) fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(list))
-        .routes(routes!(read, create, replace, remove))
+pub(crate) fn routes() -> Routes {
+    Routes::new()
+        .route(Permission::Read, routes!(list))
+        .route(Permission::Read, routes!(read))
+        .route(Permission::Write, routes!(create))
+        .route(Permission::Write, routes!(replace))
+        .route(Permission::Write, routes!(remove))
 }
 
 /// A rule as the API answers it.
@@ -90,7 +93,7 @@ fn view(rule: RelationRule, stored: Option<&Stored<RelationRule>>) -> RuleView {
     }
 }
 
-fn record(name: String, body: RuleBody) -> Result<RelationRule, ApiError> {
+fn record(name: String, body: RuleBody, limits: &RuleLimits) -> Result<RelationRule, ApiError> {
     if let Some(named) = &body.name {
         if *named != name {
             return Err(ApiError::bad_request(format!(
@@ -108,7 +111,31 @@ fn record(name: String, body: RuleBody) -> Result<RelationRule, ApiError> {
         relation: body.relation,
     };
     rule.validate().map_err(ApiError::bad_request)?;
+    limits
+        .check_relation_rule(&rule)
+        .map_err(|over| ApiError::bad_request(over.to_string()))?;
     Ok(rule)
+}
+
+/// Refuses a new stored rule beyond `syncer.limits.relation_rules`; one of a built-in
+/// rule's name replaces it, and a stored one is replaced, so neither adds one.
+async fn within_count(state: &AppState, rule: &RelationRule) -> Result<(), ApiError> {
+    if is_built_in(&rule.name) {
+        return Ok(());
+    }
+    let stored = state.metastore.list_all::<RelationRule>().await?;
+    if stored.iter().any(|s| s.record.name == rule.name) {
+        return Ok(());
+    }
+    let added = stored
+        .iter()
+        .filter(|s| !is_built_in(&s.record.name))
+        .count()
+        + 1;
+    state
+        .rule_limits
+        .check_relation_count(added)
+        .map_err(|over| ApiError::bad_request(over.to_string()))
 }
 
 #[utoipa::path(get, path = "/relation-rules", operation_id = "listRelationRules", tag = "topology",
@@ -155,7 +182,9 @@ pub(crate) async fn create(
     Path(name): Path<String>,
     Body(body): Body<RuleBody>,
 ) -> ApiResult {
-    let stored = state.metastore.create(record(name, body)?).await?;
+    let rule = record(name, body, &state.rule_limits)?;
+    within_count(&state, &rule).await?;
+    let stored = state.metastore.create(rule).await?;
     tracing::info!(rule = stored.record.name, "relation rule created");
     Ok(Reply::created(view(stored.record.clone(), Some(&stored))))
 }
@@ -171,7 +200,8 @@ pub(crate) async fn replace(
     Query(params): Query<VersionParam>,
     Body(body): Body<RuleBody>,
 ) -> ApiResult {
-    let rule = record(name, body)?;
+    let rule = record(name, body, &state.rule_limits)?;
+    within_count(&state, &rule).await?;
     let current = state.metastore.get::<RelationRule>(&rule.name).await?;
     let stored = match (current, params.version) {
         (None, Some(version)) => {
@@ -209,4 +239,25 @@ pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<Strin
         .await?;
     tracing::info!(rule = name, "relation rule deleted");
     Ok(Reply::ok("RelationRule deleted"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_over_the_limit_is_a_400_naming_it() {
+        let body: RuleBody = serde_json::from_value(serde_json::json!({
+            "parent": {"kind": "Pod"},
+            "child": {"kind": "Secret"},
+            "relation": {"type": "selector", "path": vec!["a"; 17].join(".")},
+        }))
+        .unwrap();
+        let refused = record("deep".into(), body, &RuleLimits::default()).unwrap_err();
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            refused.message,
+            "relation.path: 17 is over the limit of 16 (syncer.limits.relation_path_segments)"
+        );
+    }
 }
