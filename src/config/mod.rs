@@ -4,6 +4,7 @@
 //! the process's own sections (`server`, `log`, `readiness`, `shutdown`), and checks what
 //! spans sections.
 
+mod files;
 mod load;
 mod validate;
 

@@ -19,6 +19,8 @@ impl Config {
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
         let fail =
             |key: &str, what: String| Err(ConfigError(format!("{origin}: key `{key}`: {what}")));
+        // Before any file the config names is read.
+        self.check_files(origin)?;
         let sections = [
             self.syncer.validate(),
             self.kubernetes.validate(),

@@ -3,11 +3,12 @@
 //! user can read, and the CLI finds it there. Reads stay anonymous on loopback; writes
 //! always need a token, so no other local user or web page can change anything.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use karpor_core::private_file;
+use karpor_core::{private_file, trusted};
 
 /// Where the token is, relative to the working directory, unless configured.
 pub const DEFAULT_LOCAL_TOKEN_FILE: &str = "data/admin-token";
@@ -53,6 +54,7 @@ fn generate() -> std::io::Result<String> {
 }
 
 fn read(path: &Path) -> std::io::Result<Option<String>> {
+    refuse_writable(path)?;
     let Some(bytes) = private_file::read(path, MAX_TOKEN_BYTES)? else {
         return Ok(None);
     };
@@ -64,6 +66,23 @@ fn read(path: &Path) -> std::io::Result<Option<String>> {
         )));
     }
     Ok(Some(token))
+}
+
+/// A token others could have written is no admin's: refused, whoever reads it (the
+/// server's start checks its owner and directory too).
+fn refuse_writable(path: &Path) -> std::io::Result<()> {
+    let mode = match std::fs::symlink_metadata(path) {
+        Ok(metadata) => metadata.permissions().mode(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    match trusted::writable_by_others(mode) {
+        Some(who) => Err(std::io::Error::other(format!(
+            "{} is {who}-writable, so its token may not be karpor's: delete it to make a new one, or chmod 600 it",
+            path.display()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The token file the CLI reads when given no token: `KARPOR_TOKEN_FILE`, else the
@@ -95,6 +114,16 @@ mod tests {
         let again = load_or_create(&path).unwrap();
         assert!(!again.created);
         assert_eq!(again.token, first.token);
+    }
+
+    #[test]
+    fn a_token_others_could_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("admin-token");
+        load_or_create(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o620)).unwrap();
+        let refused = load_or_create(&path).err().unwrap().to_string();
+        assert!(refused.contains("is group-writable"), "{refused}");
     }
 
     #[test]
