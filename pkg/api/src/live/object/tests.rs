@@ -95,7 +95,12 @@ fn hostile() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    // No regression files: a run must not write into the tree.
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn a_namespaced_read_asks_for_exactly_that_object(namespace in hostile(), name in hostile()) {
