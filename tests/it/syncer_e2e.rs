@@ -76,7 +76,7 @@ async fn karpor_serve_on_the_embedded_default_makes_new_objects_searchable_withi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exec_users_command_line_never_reaches_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let config = format!("{EMBEDDED}kubernetes: {{exec: {{allowed_commands: [/bin/false]}}}}\n");
+    let config = format!("{EMBEDDED}kubernetes: {{exec: {{allowed_commands: [/bin/false], allowed_env: {{/bin/false: [TOKEN]}}}}}}\n");
     let karpor = Spawn::serve(&config).in_dir(dir.path()).start();
     let kubeconfig = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:9'}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: /bin/false\n      args: ['--password=exec-arg-secret']\n      env: [{name: TOKEN, value: exec-env-secret}]\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
     import_clusters(dir.path(), &config, &[("exec", kubeconfig)]);
