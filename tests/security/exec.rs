@@ -2,6 +2,8 @@
 //! with a timeout (its process group killed when late), never for a guest, and a cluster
 //! whose credentials come from an allowed plugin syncs.
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -169,4 +171,112 @@ async fn an_allowed_plugin_runs_bounded_never_for_a_guest_and_its_cluster_syncs(
     })
     .await;
     karpor_testkit::api::assert_no_secret_logged(&karpor);
+}
+
+/// Variables that make an interpreter run something of the kubeconfig's choosing, each
+/// with a value that would: `@` is the marker file's path.
+const HOSTILE: &[(&str, &str)] = &[
+    ("BASH_ENV", "@hook"),
+    ("SHELLOPTS", "xtrace"),
+    ("PS4", "$(touch @)"),
+    ("NODE_OPTIONS", "--require @hook.js"),
+    ("PERL5OPT", "-Mhook"),
+    ("PYTHONWARNINGS", "ignore::hook.Warning"),
+    ("GCONV_PATH", "@"),
+];
+
+fn exec_user_with_env(command: &str, name: &str, value: &str) -> String {
+    format!(
+        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {command}\n      env: [{{name: {name}, value: '{value}'}}]"
+    )
+}
+
+/// Each of [`HOSTILE`] is refused by registration and validation, naming it, and
+/// nothing ran.
+async fn refuses_hostile_variables(api: &Client, plugin: &str, hook: &Path, marker: &Path) {
+    for (name, value) in HOSTILE {
+        let value = match *name {
+            "BASH_ENV" => hook.display().to_string(),
+            _ => value.replace('@', &marker.display().to_string()),
+        };
+        let kubeconfig = kubeconfig_with_user(&exec_user_with_env(plugin, name, &value));
+        for route in [
+            "/rest-api/v1/cluster/config/validate",
+            "/rest-api/v1/cluster/hostile",
+        ] {
+            let (code, answer) = api
+                .call("POST", route, Some(cluster_body(&kubeconfig)))
+                .await;
+            // The refusal comes before the plugin could run: nothing is left to wait for.
+            assert!(
+                !marker.exists(),
+                "{name} ran the kubeconfig's code: {answer}"
+            );
+            assert_eq!(code, 400, "{name} {route}: {answer}");
+            let message = answer["message"].as_str().unwrap();
+            assert!(
+                message.contains(&format!("exec env {name:?} is not allowed")),
+                "{name} {route}: {message}"
+            );
+            assert!(message.contains("kubernetes.exec.allowed_env"), "{message}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_sets_only_the_variables_allowed_for_its_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("hook-ran");
+    // What BASH_ENV names: bash runs it before the plugin.
+    let hook = script(dir.path(), "hook", &format!("touch {}", marker.display()));
+    let plugin = dir.path().join("plugin");
+    std::fs::write(
+        &plugin,
+        "#!/bin/bash\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t\"}}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plugin = plugin.display().to_string();
+    let allowing = |env: &str| {
+        format!(
+            "server: {{syncer: false}}\nshutdown: {{drain_delay: 1s}}\n\
+             kubernetes: {{exec: {{allowed_commands: [{plugin}]{env}}}}}\n"
+        )
+    };
+    // The plugin allowed without variables, then with another variable allowed for it.
+    let bare = Spawn::serve(&allowing("")).start();
+    refuses_hostile_variables(&Client::local_admin(&bare), &plugin, &hook, &marker).await;
+    let karpor = Spawn::serve(&allowing(&format!(
+        ", allowed_env: {{{plugin}: [KARPOR_TEST_REGION]}}"
+    )))
+    .start();
+    refuses_hostile_variables(&Client::local_admin(&karpor), &plugin, &hook, &marker).await;
+    let api = Client::local_admin(&karpor);
+    // The allowed variable passes the check: registered, and validated up to the
+    // connection to the closed server.
+    let allowed = kubeconfig_with_user(&exec_user_with_env(&plugin, "KARPOR_TEST_REGION", "x"));
+    let (code, answer) = api
+        .call(
+            "POST",
+            "/rest-api/v1/cluster/allowed",
+            Some(cluster_body(&allowed)),
+        )
+        .await;
+    assert_eq!(code, 201, "{answer}");
+    let (code, answer) = api
+        .call(
+            "POST",
+            "/rest-api/v1/cluster/config/validate",
+            Some(json!({"kubeConfig": allowed})),
+        )
+        .await;
+    assert_eq!(code, 400, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach the API server"),
+        "{answer}"
+    );
+    assert!(!marker.exists());
 }

@@ -1,9 +1,15 @@
 //! Exec credential plugins (`users[].user.exec`), off unless the operator allows their
 //! command by name in `kubernetes.exec.allowed_commands`. An allowed command runs as a
 //! child process of the async runtime (never on a worker thread), with a timeout, its
-//! output capped, a minimal environment (`PATH`, `HOME`, the operator's `pass_env`, the
-//! kubeconfig's own variables), in its own process group killed when it is late.
+//! output capped, a minimal environment (`PATH`, `HOME`, the operator's `pass_env`, and
+//! of the kubeconfig's own variables only those `kubernetes.exec.allowed_env` allows for
+//! that command), in its own process group killed when it is late.
+//!
+//! The kubeconfig's variables are an allowlist, not a denylist: too many variables change
+//! what an interpreter runs (`BASH_ENV`, `SHELLOPTS`, `PS4`, `NODE_OPTIONS`, `PERL5OPT`,
+//! `PYTHONWARNINGS`, `GCONV_PATH`, ...) for any list of them to be complete.
 
+use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +42,9 @@ pub struct ExecSettings {
     /// Variables of karpor's environment passed to the command besides `PATH` and
     /// `HOME` (for example `AWS_ROLE_ARN`, `AWS_WEB_IDENTITY_TOKEN_FILE`).
     pub pass_env: Vec<String>,
+    /// Per allowed command, the variables a kubeconfig's exec `env` may set for it (for
+    /// example `{aws: [AWS_PROFILE]}`); a kubeconfig setting any other is refused.
+    pub allowed_env: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for ExecSettings {
@@ -44,6 +53,7 @@ impl Default for ExecSettings {
             allowed_commands: Vec::new(),
             timeout: Duration::from_secs(10),
             pass_env: Vec::new(),
+            allowed_env: BTreeMap::new(),
         }
     }
 }
@@ -66,11 +76,44 @@ impl ExecSettings {
                 "must be above zero".to_owned(),
             ));
         }
+        self.validate_allowed_env()
+    }
+
+    fn validate_allowed_env(&self) -> Result<(), (String, String)> {
+        for (command, names) in &self.allowed_env {
+            let key = format!("kubernetes.exec.allowed_env.{command}");
+            if !self.allowed_commands.contains(command) {
+                return Err((
+                    key,
+                    "names a command that is not in kubernetes.exec.allowed_commands".to_owned(),
+                ));
+            }
+            for (i, name) in names.iter().enumerate() {
+                if !is_env_name(name) {
+                    return Err((
+                        format!("{key}[{i}]"),
+                        format!("{name:?} is not a variable name (letters, digits and _, not starting with a digit)"),
+                    ));
+                }
+                if servers_variable(name) {
+                    return Err((format!("{key}[{i}]"), format!("{name} is {SERVERS}")));
+                }
+            }
+        }
         Ok(())
     }
 
+    /// Whether a kubeconfig may set `name` for `command`.
+    fn env_allowed(&self, command: &str, name: &str) -> bool {
+        !servers_variable(name)
+            && self
+                .allowed_env
+                .get(command)
+                .is_some_and(|names| names.iter().any(|n| n == name))
+    }
+
     /// Refuses a kubeconfig whose exec user's command is not allowed, or whose variables
-    /// would change how any command is loaded.
+    /// are not allowed for that command.
     pub fn check(&self, config: &Kubeconfig) -> Result<(), Problem> {
         for named in &config.auth_infos {
             let Some(exec) = named.auth_info.as_ref().and_then(|i| i.exec.as_ref()) else {
@@ -92,9 +135,16 @@ impl ExecSettings {
             }
             for var in exec.env.iter().flatten() {
                 let name = var.get("name").map(String::as_str).unwrap_or_default();
-                if name.is_empty() || refused_variable(name) {
+                if servers_variable(name) {
                     return problem(format!(
-                        "user {user:?}: exec env {name:?} is not accepted (PATH, HOME and LD_*/DYLD_* variables are the server's)"
+                        "user {user:?}: exec env {name:?} is not accepted ({name} is {SERVERS})"
+                    ));
+                }
+                if !self.env_allowed(command, name) {
+                    return problem(format!(
+                        "user {user:?}: exec env {name:?} is not allowed for command {command:?}; \
+                         an operator can allow it in kubernetes.exec.allowed_env \
+                         ({{{command:?}: [{name}]}})"
                     ));
                 }
             }
@@ -103,9 +153,23 @@ impl ExecSettings {
     }
 }
 
-fn refused_variable(name: &str) -> bool {
+/// Why [`servers_variable`] names are never a kubeconfig's.
+const SERVERS: &str =
+    "the server's: PATH and HOME are karpor's own, LD_* and DYLD_* change how any command is loaded";
+
+/// Variables no kubeconfig sets, whatever the operator allows.
+fn servers_variable(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     BASE_ENV.contains(&upper.as_str()) || upper.starts_with("LD_") || upper.starts_with("DYLD_")
+}
+
+/// A portable variable name: letters, digits and `_`, not starting with a digit.
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// What an exec plugin gave.
@@ -179,9 +243,11 @@ impl ExecRunner {
                 command.env(name, value);
             }
         }
+        // Checked before, filtered again: a runner never passes what the check refuses.
+        let program = exec.command.as_deref().unwrap_or_default();
         for var in exec.env.iter().flatten() {
             if let (Some(name), Some(value)) = (var.get("name"), var.get("value")) {
-                if !refused_variable(name) {
+                if self.settings.env_allowed(program, name) {
                     command.env(name, value);
                 }
             }

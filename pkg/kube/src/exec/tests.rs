@@ -24,8 +24,24 @@ fn settings(allowed: &[&str], timeout: Duration) -> Arc<ExecSettings> {
     Arc::new(ExecSettings {
         allowed_commands: allowed.iter().map(|c| c.to_string()).collect(),
         timeout,
-        pass_env: Vec::new(),
+        ..ExecSettings::default()
     })
+}
+
+/// `command` allowed, and the kubeconfig variables `names` for it.
+fn allowing_env(command: &str, names: &[&str]) -> ExecSettings {
+    ExecSettings {
+        allowed_commands: vec![command.to_owned()],
+        allowed_env: BTreeMap::from([(
+            command.to_owned(),
+            names.iter().map(|n| n.to_string()).collect(),
+        )]),
+        ..ExecSettings::default()
+    }
+}
+
+fn setting(name: &str, value: &str) -> String {
+    format!("[{{name: {name}, value: '{value}'}}]")
 }
 
 fn runner(config: &Kubeconfig, settings: Arc<ExecSettings>) -> ExecRunner {
@@ -63,6 +79,74 @@ fn exec_users_are_refused_unless_their_command_is_allowed() {
 }
 
 #[test]
+fn kubeconfig_variables_are_refused_unless_allowed_for_their_command() {
+    for (name, value) in [
+        ("BASH_ENV", "/tmp/x"),
+        ("ENV", "/tmp/x"),
+        ("SHELLOPTS", "xtrace"),
+        ("PS4", "$(touch /tmp/x)"),
+        ("NODE_OPTIONS", "--require /tmp/x.js"),
+        ("PERL5OPT", "-Mx"),
+        ("PYTHONWARNINGS", "ignore::x.Y"),
+        ("GCONV_PATH", "/tmp/x"),
+        ("AWS_PROFILE", "prod"),
+    ] {
+        let config = exec_kubeconfig("aws", &setting(name, value));
+        let err = settings(&["aws"], Duration::from_secs(1))
+            .check(&config)
+            .unwrap_err();
+        assert!(err.0.contains(&format!("exec env {name:?}")), "{err}");
+        assert!(err.0.contains("kubernetes.exec.allowed_env"), "{err}");
+        // Allowed for another command only: still refused.
+        let elsewhere = ExecSettings {
+            allowed_commands: vec!["aws".into(), "kubelogin".into()],
+            ..allowing_env("kubelogin", &[name])
+        };
+        assert!(elsewhere.check(&config).is_err(), "{name}");
+    }
+    let config = exec_kubeconfig("aws", &setting("AWS_PROFILE", "prod"));
+    allowing_env("aws", &["AWS_PROFILE"])
+        .check(&config)
+        .unwrap();
+    // Names are exact: aws_profile is another variable.
+    let lower = exec_kubeconfig("aws", &setting("aws_profile", "prod"));
+    assert!(allowing_env("aws", &["AWS_PROFILE"]).check(&lower).is_err());
+    // The server's own variables, whatever is allowed.
+    let path = exec_kubeconfig("aws", &setting("PATH", "/tmp"));
+    let err = allowing_env("aws", &["AWS_PROFILE"])
+        .check(&path)
+        .unwrap_err();
+    assert!(err.0.contains("\"PATH\" is not accepted"), "{err}");
+}
+
+#[test]
+fn allowed_env_names_allowed_commands_and_variable_names() {
+    let mut unknown = allowing_env("aws", &["AWS_PROFILE"]);
+    unknown.allowed_commands = vec!["kubelogin".into()];
+    let (key, why) = unknown.validate().unwrap_err();
+    assert_eq!(key, "kubernetes.exec.allowed_env.aws");
+    assert!(why.contains("kubernetes.exec.allowed_commands"), "{why}");
+    for (bad, says) in [
+        ("1X", "not a variable name"),
+        ("A-B", "not a variable name"),
+        ("", "not a variable name"),
+        ("A=B", "not a variable name"),
+        ("LD_PRELOAD", "the server's"),
+        ("Path", "the server's"),
+        ("DYLD_INSERT_LIBRARIES", "the server's"),
+    ] {
+        let (key, why) = allowing_env("aws", &["AWS_PROFILE", bad])
+            .validate()
+            .unwrap_err();
+        assert_eq!(key, "kubernetes.exec.allowed_env.aws[1]", "{bad}");
+        assert!(why.contains(says), "{bad}: {why}");
+    }
+    allowing_env("/opt/bin/aws", &["AWS_PROFILE", "_X1"])
+        .validate()
+        .unwrap();
+}
+
+#[test]
 fn settings_refuse_relative_paths_and_a_zero_timeout() {
     let bad = ExecSettings {
         allowed_commands: vec!["bin/aws".into()],
@@ -90,11 +174,16 @@ async fn an_allowed_plugin_gives_its_token_with_a_minimal_environment() {
     let command = plugin.display().to_string();
     let config = exec_kubeconfig(&command, "[{name: GIVEN, value: yes}]");
     std::env::set_var("KARPOR_SECRET_ENV", "leaked");
+    let allowed = Arc::new(allowing_env(&command, &["GIVEN"]));
+    allowed.check(&config).unwrap();
+    let credential = runner(&config, allowed).run().await.unwrap();
+    assert_eq!(credential.token.as_deref(), Some("t-yes-unset-1"));
+    // Not allowed for this command: the runner does not pass it even unchecked.
     let credential = runner(&config, settings(&[&command], Duration::from_secs(5)))
         .run()
         .await
         .unwrap();
-    assert_eq!(credential.token.as_deref(), Some("t-yes-unset-1"));
+    assert_eq!(credential.token.as_deref(), Some("t--unset-1"));
     assert!(credential.renew_at.is_some());
 }
 
