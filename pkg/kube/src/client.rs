@@ -1,6 +1,8 @@
 //! A kube-rs client for a stored kubeconfig, built without karpor touching its own host:
-//! the kubeconfig must be self-contained, an exec user's command must be allowed, and
-//! the plugin runs through [`ExecRunner`] (async, bounded) instead of kube-rs's own exec
+//! the kubeconfig must be self-contained, an exec user's command and variables must be
+//! allowed, its server must not be a link-local or metadata address (by its text, and by
+//! what its name resolves to, checked before anything runs or connects), and the plugin
+//! runs through [`ExecRunner`] (async, bounded) instead of kube-rs's own exec
 //! support (a blocking process with karpor's whole environment). A token from a plugin
 //! is renewed before it expires by a layer in front of kube-rs's stack.
 
@@ -74,6 +76,9 @@ pub async fn build(
 ) -> Result<ClusterClient, ClientError> {
     kubeconfig::self_contained(&config)?;
     exec.check(&config)?;
+    if !exec.allow_link_local_servers {
+        crate::outbound::check_resolved(&config, timeouts.connect).await?;
+    }
     let plugin = config
         .auth_infos
         .first_mut()

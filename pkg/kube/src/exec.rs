@@ -45,6 +45,11 @@ pub struct ExecSettings {
     /// Per allowed command, the variables a kubeconfig's exec `env` may set for it (for
     /// example `{aws: [AWS_PROFILE]}`); a kubeconfig setting any other is refused.
     pub allowed_env: BTreeMap<String, Vec<String>>,
+    /// `kubernetes.allow_link_local_servers`, copied here by
+    /// [`crate::KubernetesConfig::exec_settings`]: these settings are what every path that
+    /// checks a kubeconfig before use is handed (the API, the syncer, [`crate::build`]).
+    #[serde(skip)]
+    pub allow_link_local_servers: bool,
 }
 
 impl Default for ExecSettings {
@@ -54,6 +59,7 @@ impl Default for ExecSettings {
             timeout: Duration::from_secs(10),
             pass_env: Vec::new(),
             allowed_env: BTreeMap::new(),
+            allow_link_local_servers: false,
         }
     }
 }
@@ -112,9 +118,19 @@ impl ExecSettings {
                 .is_some_and(|names| names.iter().any(|n| n == name))
     }
 
-    /// Refuses a kubeconfig whose exec user's command is not allowed, or whose variables
-    /// are not allowed for that command.
+    /// Refuses a kubeconfig whose exec user's command is not allowed, whose variables are
+    /// not allowed for that command, or whose server or proxy is a link-local or cloud
+    /// metadata address (unless `kubernetes.allow_link_local_servers`). The server's
+    /// check of every kubeconfig before use: at registration, at validation, and in
+    /// [`crate::build`] for every client.
     pub fn check(&self, config: &Kubeconfig) -> Result<(), Problem> {
+        if !self.allow_link_local_servers {
+            crate::outbound::check_literal(config)?;
+        }
+        self.check_exec(config)
+    }
+
+    fn check_exec(&self, config: &Kubeconfig) -> Result<(), Problem> {
         for named in &config.auth_infos {
             let Some(exec) = named.auth_info.as_ref().and_then(|i| i.exec.as_ref()) else {
                 continue;

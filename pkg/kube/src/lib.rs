@@ -1,13 +1,15 @@
 //! Everything karpor does with Kubernetes client configuration, for the API, the syncer
 //! and the CLI alike: kubeconfigs parsed within limits, minified, kept self-contained and
 //! masked ([`kubeconfig`]); exec plugins under an operator's allowlist ([`exec`]);
-//! clients built without reading the server's files or blocking its runtime
-//! ([`client`]); errors described without credentials.
+//! link-local and cloud metadata servers refused ([`outbound`]); clients built without
+//! reading the server's files or blocking its runtime ([`client`]); errors described
+//! without credentials.
 
 mod client;
 mod describe;
 mod exec;
 pub mod kubeconfig;
+mod outbound;
 pub mod quantity;
 mod yaml;
 
@@ -27,6 +29,9 @@ pub use kubeconfig::{ContextInfo, Problem, Summary};
 #[serde(deny_unknown_fields, default)]
 pub struct KubernetesConfig {
     pub exec: ExecSettings,
+    /// Whether a kubeconfig's server (or proxy) may be a link-local or cloud metadata
+    /// address: off, such a kubeconfig is refused ([`outbound`]).
+    pub allow_link_local_servers: bool,
 }
 
 impl KubernetesConfig {
@@ -35,8 +40,13 @@ impl KubernetesConfig {
         self.exec.validate()
     }
 
+    /// The policy every kubeconfig is checked against before use, this section's
+    /// top-level keys included.
     pub fn exec_settings(&self) -> Arc<ExecSettings> {
-        Arc::new(self.exec.clone())
+        Arc::new(ExecSettings {
+            allow_link_local_servers: self.allow_link_local_servers,
+            ..self.exec.clone()
+        })
     }
 }
 

@@ -147,6 +147,29 @@ fn allowed_env_names_allowed_commands_and_variable_names() {
 }
 
 #[test]
+fn metadata_servers_are_refused_unless_allowed() {
+    let text = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://169.254.169.254'}\n\
+                users:\n- name: u\n  user: {token: t}\n\
+                contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
+    let config = select(&parse(text).unwrap(), None).unwrap();
+    let err = ExecSettings::default().check(&config).unwrap_err();
+    assert!(
+        err.0
+            .contains("server https://169.254.169.254 is a link-local"),
+        "{err}"
+    );
+    assert!(
+        err.0.contains("kubernetes.allow_link_local_servers"),
+        "{err}"
+    );
+    let allowing = ExecSettings {
+        allow_link_local_servers: true,
+        ..ExecSettings::default()
+    };
+    allowing.check(&config).unwrap();
+}
+
+#[test]
 fn settings_refuse_relative_paths_and_a_zero_timeout() {
     let bad = ExecSettings {
         allowed_commands: vec!["bin/aws".into()],
