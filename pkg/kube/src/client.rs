@@ -26,9 +26,9 @@ use tower::{BoxError, Layer, Service};
 use crate::exec::{Credential, ExecError, ExecRunner, ExecSettings};
 use crate::kubeconfig::{self, Problem};
 
-/// How long a failed plugin run is answered from memory before it is tried again, so a
-/// broken plugin is not run for every request.
-const RETRY_FAILED_AFTER: Duration = Duration::from_secs(5);
+/// How long a failed plugin run (or a failed build, in [`crate::ClientCache`]) is answered
+/// from memory before it is tried again, so a broken plugin is not run for every request.
+pub(crate) const RETRY_FAILED_AFTER: Duration = Duration::from_secs(5);
 
 /// Network timeouts of a client.
 #[derive(Debug, Clone, Copy)]

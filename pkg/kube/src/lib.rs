@@ -2,9 +2,10 @@
 //! and the CLI alike: kubeconfigs parsed within limits, minified, kept self-contained and
 //! masked ([`kubeconfig`]); exec plugins under an operator's allowlist ([`exec`]);
 //! link-local and cloud metadata servers refused ([`outbound`]); clients built without
-//! reading the server's files or blocking its runtime ([`client`]); errors described
-//! without credentials.
+//! reading the server's files or blocking its runtime ([`client`]), one per cluster
+//! ([`cache`]); errors described without credentials.
 
+mod cache;
 mod client;
 mod describe;
 mod exec;
@@ -19,6 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
+pub use cache::ClientCache;
 pub use client::{build, connect, ClientError, ClusterClient, Timeouts};
 pub use describe::describe;
 pub use exec::{ExecError, ExecSettings};
