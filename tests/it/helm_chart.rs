@@ -1650,7 +1650,7 @@ fn extra_env_volumes_and_exec_settings_reach_the_server_and_the_syncer() {
         assert_eq!(
             at(&config, "kubernetes.exec"),
             Some(&yaml(
-                "{allowed_commands: [/opt/plugins/aws], timeout: 20s, pass_env: [AWS_REGION]}"
+                "{allowed_commands: [/opt/plugins/aws], timeout: 20s, pass_env: [AWS_REGION], allowed_env: {/opt/plugins/aws: [AWS_PROFILE]}}"
             )),
             "{role}"
         );

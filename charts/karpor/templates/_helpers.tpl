@@ -376,7 +376,7 @@ refuses settings for an unknown check: the syncer's file leaves them out. */}}
 {{- $e := $v.kubernetes.exec }}
 {{- $config := dict
   "server" $server
-  "kubernetes" (dict "exec" (dict "allowed_commands" $e.allowedCommands "timeout" $e.timeout "pass_env" $e.passEnv))
+  "kubernetes" (dict "allow_link_local_servers" ($v.kubernetes.allowLinkLocalServers | default false) "exec" (dict "allowed_commands" $e.allowedCommands "timeout" $e.timeout "pass_env" $e.passEnv "allowed_env" ($e.allowedEnv | default dict)))
   "log" (dict "format" $v.log.format "level" $v.log.level)
   "metadata" $metadata
   "storage" $storage
