@@ -1,31 +1,47 @@
 //! The listener: HTTP/1.1 and HTTP/2 (plain or TLS) through hyper, with every connection
 //! bounded. A client gets `header_read_timeout` to send a request's head (and to finish
-//! a TLS handshake), a connection with no bytes either way for `idle_timeout` is closed,
-//! and at most `max` connections are served at once (the rest wait in the kernel's
-//! backlog). On stop, accepting ends, open connections finish their requests within the
-//! grace period, and whatever is left is dropped.
+//! a TLS handshake), a connection with no request in flight for `idle_timeout` is closed
+//! (with a GOAWAY on HTTP/2, whatever pings say) as is one with no bytes either way for
+//! that long, and at most `max` connections are served at once. When all are taken, the
+//! connection idle longest is closed to make room for the next client (a kubelet's probe
+//! must not wait behind hoarded connections); with none idle, clients wait in the
+//! kernel's backlog. On stop, accepting ends, open connections finish their requests
+//! within the grace period, and whatever is left is dropped.
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
 use axum::Router;
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
+
+/// How often a client that finds every slot taken looks again for an idle connection
+/// to close, while none is (or the one closed for it has not let go yet).
+const ROOM_RETRY: Duration = Duration::from_millis(50);
+/// At most this many idle connections are closed at once to make room (as nginx does
+/// when short of connections): one look through them all serves the next clients too.
+const ROOM_BATCH: usize = 32;
+/// The shortest wait between two looks at a connection's timeouts, so that a deadline
+/// just passed is not looked at in a loop.
+const MIN_LOOK: Duration = Duration::from_millis(10);
 
 /// PEM files for TLS (`server.tls`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -58,11 +74,15 @@ pub struct ConnectionLimits {
     /// On HTTP/1.1 this also bounds a keep-alive connection waiting for its next request.
     #[serde(with = "humantime_serde")]
     pub header_read_timeout: Duration,
-    /// A connection with no bytes read or written for this long is closed.
+    /// A connection with no request in flight, or no bytes read or written, for this
+    /// long is closed.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
-    /// Connections served at once; more wait in the listen backlog.
+    /// Connections served at once; past it, the one idle longest is closed for a new
+    /// client, and with none idle, new clients wait in the listen backlog.
     pub max: usize,
+    /// Requests at once on one HTTP/2 connection.
+    pub max_streams: u32,
 }
 
 impl Default for ConnectionLimits {
@@ -71,6 +91,7 @@ impl Default for ConnectionLimits {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             max: 10_000,
+            max_streams: 256,
         }
     }
 }
@@ -93,6 +114,12 @@ impl ConnectionLimits {
         }
         if self.max == 0 {
             return Err(("server.connections.max".into(), "must be at least 1".into()));
+        }
+        if self.max_streams == 0 {
+            return Err((
+                "server.connections.max_streams".into(),
+                "must be at least 1".into(),
+            ));
         }
         Ok(())
     }
@@ -122,19 +149,18 @@ pub async fn serve(
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(256)
+        .max_concurrent_streams(limits.max_streams)
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(20));
     let builder = Arc::new(builder);
     let slots = Arc::new(Semaphore::new(limits.max));
+    let registry = Arc::new(Registry::default());
     let connections = TaskTracker::new();
     // Past the grace period, what is left is dropped.
     let dropped = CancellationToken::new();
     loop {
-        let slot = tokio::select! {
-            _ = stop.cancelled() => break,
-            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
-        };
+        // Accepted before a slot is found, so that room is made only for a client that
+        // is there; at most this one is held beyond `max`.
         let stream = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -147,7 +173,15 @@ pub async fn serve(
                 }
             },
         };
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => match make_room(&slots, &registry, limits.max, &stop).await {
+                Some(slot) => slot,
+                None => break,
+            },
+        };
         let _ = stream.set_nodelay(true);
+        let tracked = Registry::register(&registry);
         let connection = Connection {
             router: router.clone(),
             builder: builder.clone(),
@@ -158,7 +192,7 @@ pub async fn serve(
         };
         connections.spawn(async move {
             let _slot = slot;
-            connection.run(stream).await;
+            connection.run(stream, tracked).await;
         });
     }
     drop(listener);
@@ -175,6 +209,29 @@ pub async fn serve(
         connections.wait().await;
     }
     Ok(())
+}
+
+/// A slot for a client that found every one taken: the connections idle longest are
+/// closed for it (a few for every 256 slots); with none idle, it waits for one to end or
+/// go idle. `None` on stop.
+async fn make_room(
+    slots: &Arc<Semaphore>,
+    registry: &Registry,
+    max: usize,
+    stop: &CancellationToken,
+) -> Option<OwnedSemaphorePermit> {
+    let batch = (max / 256).clamp(1, ROOM_BATCH);
+    loop {
+        let closing = registry.close_idlest(batch);
+        if closing > 0 {
+            tracing::debug!(closing, "closing the connections idle longest to make room");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            slot = slots.clone().acquire_owned() => return slot.ok(),
+            _ = tokio::time::sleep(ROOM_RETRY) => {}
+        }
+    }
 }
 
 async fn tls_acceptor(files: TlsConfig) -> io::Result<TlsAcceptor> {
@@ -210,44 +267,49 @@ struct Connection {
 }
 
 impl Connection {
-    async fn run(self, stream: tokio::net::TcpStream) {
+    async fn run(self, stream: tokio::net::TcpStream, tracked: Tracked) {
         let activity = Activity::default();
         match self.acceptor.clone() {
             None => {
-                self.serve(Watched::new(stream, activity.clone()), activity)
-                    .await
+                let io = Watched::new(stream, activity.clone());
+                self.serve(io, activity, tracked).await
             }
             Some(acceptor) => {
                 let handshake =
                     tokio::time::timeout(self.limits.header_read_timeout, acceptor.accept(stream));
-                let stream = match handshake.await {
-                    Ok(Ok(stream)) => stream,
-                    // A failed or slow handshake is the client's problem, not ours.
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => return,
+                let stream = tokio::select! {
+                    done = handshake => match done {
+                        Ok(Ok(stream)) => stream,
+                        // A failed or slow handshake is the client's problem, not ours.
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
+                    },
+                    // `notify_one` keeps its wake-up for a waiter that comes later.
+                    _ = tracked.state.asked.notified() => return,
                 };
-                self.serve(Watched::new(stream, activity.clone()), activity)
-                    .await
+                let io = Watched::new(stream, activity.clone());
+                self.serve(io, activity, tracked).await
             }
         }
     }
 
-    async fn serve<I>(self, io: Watched<I>, activity: Activity)
+    async fn serve<I>(self, io: Watched<I>, activity: Activity, tracked: Tracked)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let service = TowerToHyperService::new(
-            self.router
-                .map_request(|request: http::Request<Incoming>| request.map(axum::body::Body::new)),
-        );
+        let state = &tracked.state;
+        let service = counted(self.router, state.clone());
         let connection = self.builder.serve_connection(TokioIo::new(io), service);
         tokio::pin!(connection);
-        let mut closing = false;
-        let check_every = (self.limits.idle_timeout / 4).max(Duration::from_millis(100));
+        let limits = self.limits;
+        // Since when the connection is being closed gracefully, if it is.
+        let mut closing: Option<Instant> = None;
+        let mut room_wanted = false;
         loop {
+            let look = tokio::time::sleep(look_after(limits, &activity, state, closing));
             tokio::select! {
                 ended = connection.as_mut() => {
                     if let Err(e) = ended {
@@ -255,19 +317,293 @@ impl Connection {
                     }
                     return;
                 }
-                _ = self.stop.cancelled(), if !closing => {
-                    closing = true;
+                _ = self.stop.cancelled(), if closing.is_none() => {
+                    closing = Some(Instant::now());
                     connection.as_mut().graceful_shutdown();
                 }
-                _ = self.dropped.cancelled() => return,
-                _ = tokio::time::sleep(check_every) => {
-                    if activity.quiet_for() >= self.limits.idle_timeout {
-                        tracing::debug!("closing an idle connection");
+                _ = state.asked.notified(), if !room_wanted => {
+                    room_wanted = true;
+                    connection.as_mut().graceful_shutdown();
+                    if state.idle_for().is_some() {
+                        // The GOAWAY goes out on this poll. The ping a graceful close then
+                        // waits on is the client's to answer, and a client waits for this
+                        // slot now.
+                        poll_once(connection.as_mut()).await;
                         return;
                     }
+                    // A request came in meanwhile: it finishes first.
+                    closing.get_or_insert_with(Instant::now);
                 }
+                _ = self.dropped.cancelled() => return,
+                _ = look => match verdict(limits, &activity, state, closing) {
+                    Verdict::Keep => {}
+                    Verdict::Close => {
+                        tracing::debug!("closing a connection with no request in flight");
+                        closing = Some(Instant::now());
+                        connection.as_mut().graceful_shutdown();
+                    }
+                    Verdict::Drop(why) => {
+                        tracing::debug!(why, "dropping a connection");
+                        return;
+                    }
+                },
             }
         }
+    }
+}
+
+/// `router` as a hyper service that counts its connection's requests in flight.
+fn counted(
+    router: Router,
+    state: Arc<ConnectionState>,
+) -> impl hyper::service::Service<
+    http::Request<Incoming>,
+    Response = http::Response<Body>,
+    Error = Infallible,
+    Future: Send + 'static,
+> + Clone
+       + Send
+       + 'static {
+    hyper::service::service_fn(move |request: http::Request<Incoming>| {
+        // Counted from the moment hyper hands the request over (inside the connection's
+        // poll) until its answer's body is sent or dropped.
+        let in_flight = InFlight::start(&state);
+        let request = request.map(Body::new);
+        let router = router.clone();
+        async move {
+            let response = router.oneshot(request).await?;
+            Ok(response.map(|body| in_flight.until_sent(body)))
+        }
+    })
+}
+
+/// Polls `future` once.
+async fn poll_once<F: Future>(mut future: Pin<&mut F>) {
+    std::future::poll_fn(|cx| {
+        let _ = future.as_mut().poll(cx);
+        Poll::Ready(())
+    })
+    .await
+}
+
+/// What a connection's timeouts say when looked at.
+enum Verdict {
+    Keep,
+    /// No request in flight for `idle_timeout`: closed gracefully (a GOAWAY on HTTP/2).
+    Close,
+    /// No byte moved for `idle_timeout`, or a graceful close not finished within
+    /// `header_read_timeout`: the client is not waited for.
+    Drop(&'static str),
+}
+
+fn verdict(
+    limits: ConnectionLimits,
+    activity: &Activity,
+    state: &ConnectionState,
+    closing: Option<Instant>,
+) -> Verdict {
+    if activity.quiet_for() >= limits.idle_timeout {
+        return Verdict::Drop("no byte moved");
+    }
+    match closing {
+        None if state
+            .idle_for()
+            .is_some_and(|idle| idle >= limits.idle_timeout) =>
+        {
+            Verdict::Close
+        }
+        Some(since) if closed_for(state, since) >= limits.header_read_timeout => {
+            Verdict::Drop("a graceful close not finished")
+        }
+        _ => Verdict::Keep,
+    }
+}
+
+/// How long until a connection's timeouts are next due a look: when it would have moved
+/// no byte for `idle_timeout`, had no request in flight for as long, or, closing, not
+/// finished within `header_read_timeout` with no request in flight.
+fn look_after(
+    limits: ConnectionLimits,
+    activity: &Activity,
+    state: &ConnectionState,
+    closing: Option<Instant>,
+) -> Duration {
+    let mut due = limits.idle_timeout.saturating_sub(activity.quiet_for());
+    match closing {
+        None => {
+            if let Some(idle) = state.idle_for() {
+                due = due.min(limits.idle_timeout.saturating_sub(idle));
+            }
+        }
+        Some(since) if state.idle_for().is_some() => {
+            due = due.min(
+                limits
+                    .header_read_timeout
+                    .saturating_sub(closed_for(state, since)),
+            );
+        }
+        // A request in flight while closing: its end restarts the count.
+        Some(_) => {}
+    }
+    due.max(MIN_LOOK)
+}
+
+/// How long a closing connection has been closing with no request in flight.
+fn closed_for(state: &ConnectionState, since: Instant) -> Duration {
+    state
+        .idle_for()
+        .map_or(Duration::ZERO, |idle| idle.min(since.elapsed()))
+}
+
+/// The connections served, so that a new client can be given the room of the one idle
+/// longest. The lock is held to add, remove, or look through them; never across an await.
+struct Registry {
+    /// Every connection's times count from here, so that they compare.
+    epoch: Instant,
+    open: Mutex<Slots>,
+}
+
+/// Connections by place; a place given up is taken by the next connection.
+#[derive(Default)]
+struct Slots {
+    places: Vec<Option<Arc<ConnectionState>>>,
+    free: Vec<usize>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            epoch: Instant::now(),
+            open: Mutex::new(Slots::default()),
+        }
+    }
+}
+
+impl Registry {
+    fn register(registry: &Arc<Registry>) -> Tracked {
+        let state = Arc::new(ConnectionState::new(registry.epoch));
+        let mut open = registry.lock();
+        let place = match open.free.pop() {
+            Some(place) => place,
+            None => {
+                open.places.push(None);
+                open.places.len() - 1
+            }
+        };
+        open.places[place] = Some(state.clone());
+        drop(open);
+        Tracked {
+            registry: registry.clone(),
+            place,
+            state,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks the `n` connections idle longest (none asked already) to close; how many
+    /// there were. A plain loop over atomics: it runs with the lock held.
+    fn close_idlest(&self, n: usize) -> usize {
+        let open = self.lock();
+        // Each time read once: they move while we look, and selection needs fixed keys.
+        let mut idle = Vec::with_capacity(open.places.len());
+        for state in open.places.iter().flatten() {
+            if state.in_flight.load(Ordering::SeqCst) == 0
+                && !state.room_wanted.load(Ordering::SeqCst)
+            {
+                idle.push((state.idle_since.load(Ordering::SeqCst), state));
+            }
+        }
+        let n = n.min(idle.len());
+        if n > 0 && n < idle.len() {
+            idle.select_nth_unstable_by_key(n - 1, |(since, _)| *since);
+        }
+        for (_, state) in &idle[..n] {
+            state.room_wanted.store(true, Ordering::SeqCst);
+            state.asked.notify_one();
+        }
+        n
+    }
+}
+
+/// A connection's place in the registry, given up when it ends.
+struct Tracked {
+    registry: Arc<Registry>,
+    place: usize,
+    state: Arc<ConnectionState>,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        let mut open = self.registry.lock();
+        open.places[self.place] = None;
+        open.free.push(self.place);
+    }
+}
+
+/// A connection's requests in flight, and since when it has had none.
+struct ConnectionState {
+    /// The registry's.
+    epoch: Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds from `epoch` to when `in_flight` last fell to zero (or the connection
+    /// opened).
+    idle_since: AtomicU64,
+    /// A new client needs this connection's slot (`asked` wakes the connection).
+    room_wanted: AtomicBool,
+    asked: Notify,
+}
+
+impl ConnectionState {
+    fn new(epoch: Instant) -> Self {
+        ConnectionState {
+            epoch,
+            in_flight: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(millis_since(epoch)),
+            room_wanted: AtomicBool::new(false),
+            asked: Notify::new(),
+        }
+    }
+
+    /// How long since the last request ended (or the connection opened); `None` while one
+    /// is in flight.
+    fn idle_for(&self) -> Option<Duration> {
+        if self.in_flight.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        let since = Duration::from_millis(self.idle_since.load(Ordering::SeqCst));
+        Some(self.epoch.elapsed().saturating_sub(since))
+    }
+}
+
+/// One request in flight on a connection, until dropped.
+struct InFlight(Arc<ConnectionState>);
+
+impl InFlight {
+    fn start(state: &Arc<ConnectionState>) -> Self {
+        state.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(state.clone())
+    }
+
+    /// `body`, holding this request in flight until it is sent (or dropped): a streamed
+    /// answer (the event stream) keeps its connection busy.
+    fn until_sent(self, body: Body) -> Body {
+        Body::new(body.map_frame(move |frame| {
+            let _in_flight = &self;
+            frame
+        }))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // The time first: a connection seen idle is never seen with an older one.
+        self.0
+            .idle_since
+            .store(millis_since(self.0.epoch), Ordering::SeqCst);
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -361,5 +697,68 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+fn millis_since(epoch: Instant) -> u64 {
+    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_is_made_from_the_connections_idle_longest() {
+        let registry = Arc::new(Registry::default());
+        let open: Vec<Tracked> = (0..4).map(|_| Registry::register(&registry)).collect();
+        for (tracked, since) in open.iter().zip([30, 10, 20, 40]) {
+            tracked.state.idle_since.store(since, Ordering::SeqCst);
+        }
+        // The one idle longest has a request in flight: it is not idle.
+        let busy = InFlight::start(&open[1].state);
+        assert_eq!(registry.close_idlest(2), 2);
+        let asked = |open: &[Tracked]| -> Vec<bool> {
+            open.iter()
+                .map(|t| t.state.room_wanted.load(Ordering::SeqCst))
+                .collect()
+        };
+        assert_eq!(asked(&open), [true, false, true, false]);
+        // Those asked already are not asked again.
+        assert_eq!(registry.close_idlest(5), 1);
+        assert_eq!(registry.close_idlest(1), 0);
+        drop(busy);
+        assert_eq!(registry.close_idlest(1), 1);
+        assert_eq!(asked(&open), [true; 4]);
+        drop(open);
+        assert!(registry.lock().places.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn a_connection_with_no_request_in_flight_is_closed_then_dropped() {
+        let limits = ConnectionLimits {
+            idle_timeout: Duration::from_secs(1),
+            header_read_timeout: Duration::from_millis(500),
+            ..ConnectionLimits::default()
+        };
+        // Bytes moved just now; no request for 2 s.
+        let activity = Activity::default();
+        activity.touch();
+        let state = ConnectionState::new(Instant::now() - Duration::from_secs(2));
+        state.idle_since.store(0, Ordering::SeqCst);
+        let now = Some(Instant::now());
+        let a_second_ago = Some(Instant::now() - Duration::from_secs(1));
+        let idle = |closing| verdict(limits, &activity, &state, closing);
+        assert!(matches!(idle(None), Verdict::Close));
+        assert!(matches!(idle(now), Verdict::Keep));
+        assert!(matches!(idle(a_second_ago), Verdict::Drop(_)));
+        assert_eq!(look_after(limits, &activity, &state, None), MIN_LOOK);
+        // A request in flight keeps it, closing or not, until bytes stop moving.
+        let request = InFlight::start(&Arc::new(ConnectionState::new(Instant::now())));
+        let busy = request.0.clone();
+        let in_flight = |closing| verdict(limits, &activity, &busy, closing);
+        assert!(matches!(in_flight(None), Verdict::Keep));
+        assert!(matches!(in_flight(a_second_ago), Verdict::Keep));
+        assert!(look_after(limits, &activity, &busy, a_second_ago) > limits.header_read_timeout);
     }
 }
