@@ -128,7 +128,7 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
             let mut syncer = karpor_syncer::Syncer::new(karpor_syncer::SyncerParts {
                 audit: Default::default(),
                 member: "bench-health".to_owned(),
-                exec: Default::default(),
+                clients: karpor_syncer::client_cache(Default::default()),
                 metastore: metastore.clone(),
                 storage: storage.clone(),
                 health: health.clone(),

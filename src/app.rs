@@ -13,7 +13,6 @@ use karpor_health::{
     HealthChecker, HealthClient, HealthMetrics, HealthReporter, Heartbeat, Membership, Ping,
     UpstreamCheck,
 };
-use karpor_kube::ClientCache;
 use karpor_metastore::MetastoreCheck;
 use karpor_server::{AllowedHosts, ConnectionLimits, HttpMetrics, RouterParts, TlsConfig};
 use karpor_storage::StorageCheck;
@@ -86,11 +85,8 @@ impl Application {
         karpor_server::register_process(&mut registry, env!("CARGO_PKG_VERSION"));
         let sync_metrics = karpor_syncer::metrics(&mut registry);
         let exec = config.kubernetes.exec_settings();
-        // One client per member cluster, for the API's live reads and streams.
-        let clients = Arc::new(ClientCache::new(
-            exec.clone(),
-            karpor_syncer::CLIENT_TIMEOUTS,
-        ));
+        // One client per member cluster, shared by the syncer and the API's live reads.
+        let clients = karpor_syncer::client_cache(exec.clone());
         let live = LiveBounds::new(config.server.limits.live.clone(), &mut registry);
         let mut syncer = (mode == Mode::Syncer || config.server.syncer).then(|| {
             Syncer::new(SyncerParts {
@@ -100,7 +96,7 @@ impl Application {
                 storage: storage.clone(),
                 health: health.clone(),
                 metrics: sync_metrics,
-                exec: exec.clone(),
+                clients: clients.clone(),
                 settings: config.syncer.settings(),
             })
         });

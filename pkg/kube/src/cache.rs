@@ -26,7 +26,7 @@ use kube::Client;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
-use crate::client::{connect, ClientError, Timeouts, RETRY_FAILED_AFTER};
+use crate::client::{connect, ClientError, ClusterClient, Timeouts, RETRY_FAILED_AFTER};
 use crate::exec::ExecSettings;
 
 /// The clients of the registered clusters, by cluster name.
@@ -80,10 +80,23 @@ impl ClientCache {
     /// The client of `cluster` for `kubeconfig`: the one held while the text is the same
     /// and its credential is not due, else a new one (one build at a time per cluster).
     pub async fn get(&self, cluster: &str, kubeconfig: &str) -> Result<Client, ClientError> {
+        self.connect(cluster, kubeconfig).await.map(|c| c.client)
+    }
+
+    /// As [`get`](Self::get), with when the client is due for renewal (a certificate from
+    /// a plugin): the syncer asks again then, and its watches move to the new client.
+    pub async fn connect(
+        &self,
+        cluster: &str,
+        kubeconfig: &str,
+    ) -> Result<ClusterClient, ClientError> {
         let entry = self.entry(cluster, fingerprint(kubeconfig));
         let built = entry.built.get_or_init(|| self.build(kubeconfig)).await;
         match built {
-            Built::Client { client, .. } => Ok(client.clone()),
+            Built::Client { client, renew_at } => Ok(ClusterClient {
+                client: client.clone(),
+                renew_at: *renew_at,
+            }),
             Built::Failed { error, .. } => Err(error.clone()),
         }
     }

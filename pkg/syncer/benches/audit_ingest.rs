@@ -118,7 +118,7 @@ async fn sync_once(kubeconfig: &str, ns: &str, objects: usize, audit: bool) -> f
             enabled: audit,
             ..AuditConfig::default()
         },
-        exec: Default::default(),
+        clients: karpor_syncer::client_cache(Default::default()),
         member: karpor_syncer::default_member(),
         metastore: metastore.clone(),
         storage: storage.clone(),

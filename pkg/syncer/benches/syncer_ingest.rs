@@ -142,7 +142,7 @@ async fn main() {
     let mut syncer = Syncer::new(SyncerParts {
         audit: Default::default(),
         member: karpor_syncer::default_member(),
-        exec: Default::default(),
+        clients: karpor_syncer::client_cache(Default::default()),
         metastore: metastore.clone(),
         storage: storage.clone(),
         health,

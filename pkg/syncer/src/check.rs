@@ -167,7 +167,7 @@ mod tests {
         let mut syncer = Syncer::new(SyncerParts {
             audit: Default::default(),
             member: "unit".to_owned(),
-            exec: Default::default(),
+            clients: crate::client_cache(Default::default()),
             metastore,
             storage,
             health: HealthChecker::new(Settings::default(), HealthMetrics::new(&mut registry)),

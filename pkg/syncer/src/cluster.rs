@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use karpor_core::model::{Cluster, SyncRule};
 use karpor_health::Reason;
-use karpor_kube::{ClientError, ClusterClient, ExecSettings, Timeouts};
+use karpor_kube::{ClientCache, ClientError, ClusterClient, Timeouts};
 use karpor_storage::Storage;
 use kube::core::Version;
 use kube::discovery::Discovery;
@@ -78,7 +78,7 @@ pub struct ClusterRun {
     pub storage: Arc<dyn Storage>,
     pub progress: Arc<ClusterProgress>,
     pub client: ClientSlot,
-    pub exec: Arc<ExecSettings>,
+    pub clients: Arc<ClientCache>,
     pub settings: SyncSettings,
     pub recoveries: Recoveries,
     /// The audit policy and relation rules; a change relists every resource type.
@@ -439,13 +439,14 @@ impl ClusterRun {
         let name = &self.cluster.name;
         let mut retry = Duration::from_secs(1);
         loop {
-            let error =
-                match karpor_kube::connect(&self.cluster.kubeconfig.0, &self.exec, CLIENT_TIMEOUTS)
-                    .await
-                {
-                    Ok(connected) => return Some(connected),
-                    Err(e) => e,
-                };
+            let connected = self
+                .clients
+                .connect(&self.cluster.name, &self.cluster.kubeconfig.0)
+                .await;
+            let error = match connected {
+                Ok(connected) => return Some(connected),
+                Err(e) => e,
+            };
             let text = error.to_string();
             if let ClientError::Exec(_) = error {
                 tracing::warn!(

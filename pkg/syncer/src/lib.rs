@@ -35,7 +35,7 @@ use std::time::Duration;
 use karpor_audit::AuditConfig;
 use karpor_core::model::RuleLimits;
 use karpor_health::HealthChecker;
-use karpor_kube::ExecSettings;
+use karpor_kube::{ClientCache, ExecSettings};
 use karpor_metastore::Metastore;
 use karpor_storage::Storage;
 use prometheus_client::registry::Registry;
@@ -44,6 +44,12 @@ use tokio_util::sync::CancellationToken;
 
 pub use check::{SyncerCheck, CLUSTER_CHECK_PREFIX, SYNCER_CHECK};
 pub use cluster::CLIENT_TIMEOUTS;
+
+/// The member clusters' clients, one per cluster, built with the syncer's timeouts: give
+/// the same cache to the syncer and to the API so both use one client per cluster.
+pub fn client_cache(exec: Arc<ExecSettings>) -> Arc<ClientCache> {
+    Arc::new(ClientCache::new(exec, CLIENT_TIMEOUTS))
+}
 pub use config::{SyncerConfig, MEMBER_ENV};
 pub use dry_run::{dry_run, DryRun, DryRunError, Selection};
 pub use membership::default_member;
@@ -99,8 +105,8 @@ pub struct SyncerParts {
     /// Where each member cluster's `Cluster/NAME` check is registered.
     pub health: HealthChecker,
     pub metrics: SyncMetrics,
-    /// Which exec plugins a cluster's kubeconfig may run.
-    pub exec: Arc<ExecSettings>,
+    /// The member clusters' clients ([`client_cache`]), shared with the API's live reads.
+    pub clients: Arc<ClientCache>,
     pub settings: SyncSettings,
     /// The config file's audit policy (a stored policy record replaces it).
     pub audit: AuditConfig,
@@ -128,7 +134,7 @@ impl Syncer {
                 storage: parts.storage.clone(),
                 health: parts.health,
                 status: status.clone(),
-                exec: parts.exec,
+                clients: parts.clients,
                 settings: parts.settings,
                 audit: Arc::new(parts.audit),
                 member: parts.member,

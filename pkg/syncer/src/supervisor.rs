@@ -14,7 +14,7 @@ use futures::{FutureExt, StreamExt};
 use karpor_audit::AuditConfig;
 use karpor_core::model::{AuditPolicy, Cluster, Kind, RelationRule, SyncRule};
 use karpor_health::{HealthChecker, Membership};
-use karpor_kube::ExecSettings;
+use karpor_kube::ClientCache;
 use karpor_metastore::{Metastore, Revision, StoreError};
 use karpor_search::Field;
 use karpor_storage::Storage;
@@ -36,7 +36,7 @@ pub struct Supervisor {
     pub storage: Arc<dyn Storage>,
     pub health: HealthChecker,
     pub status: Arc<SyncStatus>,
-    pub exec: Arc<ExecSettings>,
+    pub clients: Arc<ClientCache>,
     pub settings: SyncSettings,
     /// The config file's audit policy: in force while no policy record is stored.
     pub audit: Arc<AuditConfig>,
@@ -425,7 +425,7 @@ impl Supervisor {
                 storage: self.storage.clone(),
                 progress,
                 client,
-                exec: self.exec.clone(),
+                clients: self.clients.clone(),
                 settings: self.settings,
                 recoveries: state.recoveries.clone(),
                 policy: state.policy.subscribe(),

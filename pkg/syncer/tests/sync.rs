@@ -76,7 +76,7 @@ impl Harness {
         let mut syncer = Syncer::new(SyncerParts {
             audit: Default::default(),
             member: karpor_testkit::unique("syncer").replace('_', "-"),
-            exec: Default::default(),
+            clients: karpor_syncer::client_cache(Default::default()),
             metastore: metastore.clone(),
             storage: storage.clone(),
             health: health.clone(),
