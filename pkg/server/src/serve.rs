@@ -33,6 +33,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use crate::guard::Scheme;
+
 /// How often a client that finds every slot taken looks again for an idle connection
 /// to close, while none is (or the one closed for it has not let go yet).
 const ROOM_RETRY: Duration = Duration::from_millis(50);
@@ -272,7 +274,7 @@ impl Connection {
         match self.acceptor.clone() {
             None => {
                 let io = Watched::new(stream, activity.clone());
-                self.serve(io, activity, tracked).await
+                self.serve(io, Scheme::Http, activity, tracked).await
             }
             Some(acceptor) => {
                 let handshake =
@@ -291,17 +293,17 @@ impl Connection {
                     _ = tracked.state.asked.notified() => return,
                 };
                 let io = Watched::new(stream, activity.clone());
-                self.serve(io, activity, tracked).await
+                self.serve(io, Scheme::Https, activity, tracked).await
             }
         }
     }
 
-    async fn serve<I>(self, io: Watched<I>, activity: Activity, tracked: Tracked)
+    async fn serve<I>(self, io: Watched<I>, scheme: Scheme, activity: Activity, tracked: Tracked)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let state = &tracked.state;
-        let service = counted(self.router, state.clone());
+        let service = counted(self.router, state.clone(), scheme);
         let connection = self.builder.serve_connection(TokioIo::new(io), service);
         tokio::pin!(connection);
         let limits = self.limits;
@@ -352,10 +354,12 @@ impl Connection {
     }
 }
 
-/// `router` as a hyper service that counts its connection's requests in flight.
+/// `router` as a hyper service that counts its connection's requests in flight and tells
+/// each request how it came (for the Origin check).
 fn counted(
     router: Router,
     state: Arc<ConnectionState>,
+    scheme: Scheme,
 ) -> impl hyper::service::Service<
     http::Request<Incoming>,
     Response = http::Response<Body>,
@@ -368,7 +372,8 @@ fn counted(
         // Counted from the moment hyper hands the request over (inside the connection's
         // poll) until its answer's body is sent or dropped.
         let in_flight = InFlight::start(&state);
-        let request = request.map(Body::new);
+        let mut request = request.map(Body::new);
+        request.extensions_mut().insert(scheme);
         let router = router.clone();
         async move {
             let response = router.oneshot(request).await?;
