@@ -77,22 +77,6 @@ async fn hostile_yaml_is_refused_while_it_is_parsed() {
     }
 }
 
-/// GETs `/livez` on a new connection and returns how long it took.
-fn probe_livez(addr: SocketAddr) -> Duration {
-    let started = Instant::now();
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    stream
-        .write_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    started.elapsed()
-}
-
 /// A connection that sends a request head one byte at a time, slowly.
 fn slowloris(addr: SocketAddr) -> Option<TcpStream> {
     let mut stream = TcpStream::connect(addr).ok()?;
@@ -171,7 +155,7 @@ async fn livez_answers_within_100ms_while_hostile_requests_run_and_sigterm_still
     let probes = tokio::task::spawn_blocking(move || {
         (0..40)
             .map(|_| {
-                let took = probe_livez(addr);
+                let took = crate::probe_livez(addr);
                 std::thread::sleep(Duration::from_millis(50));
                 took
             })
@@ -222,7 +206,7 @@ async fn a_slowloris_swarm_is_cut_off_and_livez_keeps_answering() {
             }
             // Between two trickles, as a slowloris sends: its bytes are sparse.
             std::thread::sleep(Duration::from_millis(200));
-            slowest = slowest.max(probe_livez(addr));
+            slowest = slowest.max(crate::probe_livez(addr));
             std::thread::sleep(Duration::from_millis(if round < 5 { 200 } else { 2_000 }));
         }
         (swarm, slowest)

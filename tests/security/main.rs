@@ -64,3 +64,19 @@ pub fn raw(addr: SocketAddr, request: &str) -> (u16, String) {
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned());
     (status, body.unwrap_or_default())
 }
+
+/// GETs `/livez` on a new connection and returns how long it took.
+pub fn probe_livez(addr: SocketAddr) -> Duration {
+    let started = std::time::Instant::now();
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    started.elapsed()
+}

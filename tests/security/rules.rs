@@ -5,11 +5,10 @@
 //! throughout. A rule of 1,000 namespaces over every type once opened about 13,500
 //! watches, took RSS to 1 GB and `/livez` to 8.5 s.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use karpor_testkit::api::Client;
 use karpor_testkit::cluster::{configmaps, kube_name, namespaces, Kube, LIMIT};
@@ -25,28 +24,12 @@ const CONFIG: &str = "shutdown: {drain_delay: 1s}\nsyncer: {limits: {watches_per
 /// `/livez` must answer within this whatever the rules ask (the incident: 8.5 s).
 const LIVEZ_BOUND: Duration = Duration::from_millis(500);
 
-/// GETs `/livez` on a new connection and returns how long it took.
-fn probe_livez(addr: SocketAddr) -> Duration {
-    let started = Instant::now();
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream
-        .write_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    started.elapsed()
-}
-
 /// Probes `/livez` every 50 ms until stopped; the slowest answer.
 fn watch_livez(addr: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Duration> {
     std::thread::spawn(move || {
         let mut slowest = Duration::ZERO;
         while !stop.load(Ordering::SeqCst) {
-            slowest = slowest.max(probe_livez(addr));
+            slowest = slowest.max(crate::probe_livez(addr));
             std::thread::sleep(Duration::from_millis(50));
         }
         slowest
