@@ -226,11 +226,13 @@ pub(crate) async fn hosts_and_origins(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
     );
-    let scheme = request
-        .extensions()
-        .get::<Scheme>()
-        .copied()
-        .unwrap_or_default();
+    let scheme = forwarded_scheme(request.headers()).unwrap_or_else(|| {
+        request
+            .extensions()
+            .get::<Scheme>()
+            .copied()
+            .unwrap_or_default()
+    });
     if !safe && cross_origin(request.headers(), host, scheme) {
         return refusal(
             request.headers(),
@@ -239,6 +241,22 @@ pub(crate) async fn hosts_and_origins(
         );
     }
     next.run(request).await
+}
+
+/// The scheme a TLS-terminating proxy (an Ingress) says the browser used: one
+/// `X-Forwarded-Proto` of `http` or `https`. A page cannot send this header cross-site
+/// without a CORS preflight, which karpor never grants, so it comes from a proxy (or from
+/// a client that is no browser, which the Origin check is not about).
+fn forwarded_scheme(headers: &HeaderMap) -> Option<Scheme> {
+    let mut values = headers.get_all("x-forwarded-proto").iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return None;
+    };
+    match value.to_str().ok()?.trim().to_ascii_lowercase().as_str() {
+        "https" => Some(Scheme::Https),
+        "http" => Some(Scheme::Http),
+        _ => None,
+    }
 }
 
 /// Whether a browser says the request comes from another origin than `host` reached by
@@ -522,6 +540,22 @@ mod tests {
             );
         }
         assert!(cross_origin(&http, Some("[::1]anything"), Scheme::Http));
+    }
+
+    #[test]
+    fn a_proxy_says_which_scheme_the_browser_used() {
+        let headers = |values: &[&str]| {
+            let mut map = HeaderMap::new();
+            for v in values {
+                map.append("x-forwarded-proto", HeaderValue::from_str(v).unwrap());
+            }
+            map
+        };
+        assert_eq!(forwarded_scheme(&headers(&["https"])), Some(Scheme::Https));
+        assert_eq!(forwarded_scheme(&headers(&["HTTP"])), Some(Scheme::Http));
+        assert_eq!(forwarded_scheme(&headers(&[])), None);
+        assert_eq!(forwarded_scheme(&headers(&["https", "http"])), None);
+        assert_eq!(forwarded_scheme(&headers(&["ftp"])), None);
     }
 
     #[test]
