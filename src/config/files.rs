@@ -22,9 +22,9 @@ struct Place {
 impl Config {
     /// Refuses the first untrusted place, naming its key, its path and the fix.
     pub(super) fn check_files(&self, origin: &str) -> Result<(), ConfigError> {
-        let uid = rustix::process::geteuid().as_raw();
+        let user = trusted::User::current();
         for place in self.trusted_places() {
-            if let Err(problem) = trusted::check(&place.path, place.kind, place.what, uid) {
+            if let Err(problem) = trusted::check(&place.path, place.kind, place.what, &user) {
                 return Err(ConfigError(format!(
                     "{origin}: key `{}`: {problem}",
                     place.key

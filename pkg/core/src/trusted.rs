@@ -16,10 +16,36 @@ pub enum Trusted {
     File,
 }
 
+/// Who karpor runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub uid: u32,
+    /// Its effective and supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+impl User {
+    pub fn current() -> Self {
+        let mut groups: Vec<u32> = rustix::process::getgroups()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|g| g.as_raw())
+            .collect();
+        groups.push(rustix::process::getegid().as_raw());
+        User {
+            uid: rustix::process::geteuid().as_raw(),
+            groups,
+        }
+    }
+}
+
 /// `Err` with the whole sentence (`data directory ./data is world-writable: chmod 700
-/// ./data`) when `path` could have been written by someone other than `uid` or root;
+/// ./data`) when `path` could have been written by someone other than `user` or root;
 /// `Ok` when it is absent (karpor makes it private). `what` names it (`data directory`).
-pub fn check(path: &Path, kind: Trusted, what: &str, uid: u32) -> Result<(), String> {
+/// A directory writable by karpor's own group is accepted: a Kubernetes volume with an
+/// `fsGroup` is root's, group-writable, of karpor's group (the Helm chart's layout).
+pub fn check(path: &Path, kind: Trusted, what: &str, user: &User) -> Result<(), String> {
+    let uid = user.uid;
     let metadata = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -40,7 +66,11 @@ pub fn check(path: &Path, kind: Trusted, what: &str, uid: u32) -> Result<(), Str
              chown {uid} {shown}, or run karpor as uid {owner}"
         ));
     }
-    if let Some(who) = writable_by_others(metadata.permissions().mode()) {
+    let mut bits = metadata.permissions().mode();
+    if kind == Trusted::Directory && user.groups.contains(&metadata.gid()) {
+        bits &= !0o020;
+    }
+    if let Some(who) = writable_by_others(bits) {
         let anyone = match who {
             "world" => "anyone on the machine",
             _ => "anyone in its group",
@@ -76,6 +106,38 @@ mod tests {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
+    fn alone(uid: u32) -> User {
+        User {
+            uid,
+            groups: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_directory_of_karpors_own_group_may_be_group_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        chmod(&data, 0o2775);
+        let metadata = std::fs::metadata(&data).unwrap();
+        let (uid, gid) = (metadata.uid(), metadata.gid());
+        let member = User {
+            uid,
+            groups: vec![gid],
+        };
+        assert_eq!(
+            check(&data, Trusted::Directory, "data directory", &member),
+            Ok(())
+        );
+        assert!(check(&data, Trusted::Directory, "data directory", &alone(uid)).is_err());
+        let token = data.join("admin-token");
+        std::fs::write(&token, "x").unwrap();
+        chmod(&token, 0o660);
+        assert!(check(&token, Trusted::File, "admin token file", &member).is_err());
+        chmod(&data, 0o2777);
+        assert!(check(&data, Trusted::Directory, "data directory", &member).is_err());
+    }
+
     fn me(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().uid()
     }
@@ -86,12 +148,12 @@ mod tests {
         let data = dir.path().join("data");
         let uid = me(dir.path());
         assert_eq!(
-            check(&data, Trusted::Directory, "data directory", uid),
+            check(&data, Trusted::Directory, "data directory", &alone(uid)),
             Ok(())
         );
         std::fs::create_dir(&data).unwrap();
         chmod(&data, 0o777);
-        let refused = check(&data, Trusted::Directory, "data directory", uid).unwrap_err();
+        let refused = check(&data, Trusted::Directory, "data directory", &alone(uid)).unwrap_err();
         assert!(refused.contains("is world-writable"), "{refused}");
         assert!(
             refused.ends_with(&format!("chmod 700 {}", data.display())),
@@ -99,13 +161,13 @@ mod tests {
         );
         chmod(&data, 0o700);
         assert_eq!(
-            check(&data, Trusted::Directory, "data directory", uid),
+            check(&data, Trusted::Directory, "data directory", &alone(uid)),
             Ok(())
         );
         let token = data.join("admin-token");
         std::fs::write(&token, "x").unwrap();
         chmod(&token, 0o620);
-        let refused = check(&token, Trusted::File, "admin token file", uid).unwrap_err();
+        let refused = check(&token, Trusted::File, "admin token file", &alone(uid)).unwrap_err();
         assert!(refused.contains("is group-writable"), "{refused}");
         assert!(
             refused.ends_with(&format!("chmod 600 {}", token.display())),
@@ -113,12 +175,14 @@ mod tests {
         );
         chmod(&token, 0o644);
         assert_eq!(
-            check(&token, Trusted::File, "admin token file", uid),
+            check(&token, Trusted::File, "admin token file", &alone(uid)),
             Ok(())
         );
-        assert!(check(&token, Trusted::Directory, "data directory", uid)
-            .unwrap_err()
-            .contains("is not a directory"));
+        assert!(
+            check(&token, Trusted::Directory, "data directory", &alone(uid))
+                .unwrap_err()
+                .contains("is not a directory")
+        );
     }
 
     #[test]
@@ -132,14 +196,19 @@ mod tests {
             0 => {
                 std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
                 assert_eq!(
-                    check(dir.path(), Trusted::Directory, "data directory", 1000),
+                    check(
+                        dir.path(),
+                        Trusted::Directory,
+                        "data directory",
+                        &alone(1000)
+                    ),
                     Ok(())
                 );
                 (65534, 0)
             }
             owner => (owner, owner + 1),
         };
-        let refused = check(&path, Trusted::Directory, "data directory", uid).unwrap_err();
+        let refused = check(&path, Trusted::Directory, "data directory", &alone(uid)).unwrap_err();
         assert!(
             refused.contains(&format!(
                 "owned by uid {owner}, not karpor's user (uid {uid})"
