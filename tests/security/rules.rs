@@ -120,6 +120,11 @@ async fn rules_over_the_limits_are_refused_and_a_cluster_over_the_watch_limit_op
     let status = sync_status(&admin, "limited").await;
     assert_eq!(status["types"], json!([]), "no watch opened: {status}");
     assert_eq!(status["objectsSynced"], 0, "{status}");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("syncer.limits.watches_per_cluster"),
+        "the status says why: {status}"
+    );
     assert!(
         karpor
             .logs()

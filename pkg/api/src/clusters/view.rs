@@ -112,6 +112,9 @@ pub struct SyncView {
     pub state: String,
     /// The reason code of `error`.
     pub reason: Option<String>,
+    /// Why, in words, when the cluster's rules are refused (naming the `syncer.limits`
+    /// key they go over).
+    pub message: Option<String>,
     /// Documents written since the syncer started the cluster.
     pub objects_synced: Option<u64>,
     #[serde(with = "time::serde::rfc3339::option")]
@@ -306,6 +309,7 @@ pub async fn view(
                 SyncState::Error(reason) => Some(reason.to_string()),
                 _ => None,
             }),
+            message: snapshot.as_ref().and_then(|s| s.refused.clone()),
             objects_synced: snapshot.as_ref().map(|s| s.objects_synced),
             last_event: snapshot.as_ref().and_then(|s| s.last_event),
             objects_stored,
