@@ -34,7 +34,7 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   # Without nextest, binaries cannot be left out: their timed tests are skipped by name.
   cargo test --workspace --no-fail-fast -- --skip faults_leave_the_probes_truthful_and_lose_nothing \
-    --skip bounded:: --skip syncers_share_the_clusters || status=$?
+    --skip bounded:: --skip connections:: --skip syncers_share_the_clusters || status=$?
   for suite in "${alone[@]}"; do
     echo "== $suite suite"
     cargo test --test "$suite" -- --nocapture || status=$?
