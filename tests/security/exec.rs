@@ -74,11 +74,22 @@ async fn exec_users_are_refused_unless_their_command_is_allowed() {
 async fn an_allowed_plugin_runs_bounded_never_for_a_guest_and_its_cluster_syncs() {
     let path = service("KARPOR_TEST_KUBECONFIG_A").expect("test services: scripts/services.sh");
     let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
     let good = script(
         dir.path(),
         "good",
-        r#"echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"test-admin-token"}}'"#,
+        &format!(
+            r#"echo run >> {}
+echo '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"test-admin-token"}}}}'"#,
+            runs.display()
+        ),
     );
+    let runs_so_far = || {
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
     let orphan = dir.path().join("orphan-ran");
     let slow = script(
         dir.path(),
@@ -151,6 +162,7 @@ async fn an_allowed_plugin_runs_bounded_never_for_a_guest_and_its_cluster_syncs(
         .await;
     assert_eq!(code, 200, "{answer}");
     assert_eq!(answer["data"]["summary"]["authKind"], "exec");
+    let before_registration = runs_so_far();
     let (code, answer) = admin
         .call(
             "POST",
@@ -170,6 +182,19 @@ async fn an_allowed_plugin_runs_bounded_never_for_a_guest_and_its_cluster_syncs(
         found["data"]["total"].as_u64().unwrap_or(0) > 0
     })
     .await;
+    // One client for the cluster: the syncer's watches and every live read share it, so
+    // the plugin ran once for it (its token has no expiry), not once per read.
+    for _ in 0..10 {
+        let (code, answer) = guest
+            .call(
+                "GET",
+                "/rest-api/v1/insight/events?cluster=by-plugin&namespace=default",
+                None,
+            )
+            .await;
+        assert_eq!(code, 200, "{answer}");
+    }
+    assert_eq!(runs_so_far() - before_registration, 1, "plugin runs");
     karpor_testkit::api::assert_no_secret_logged(&karpor);
 }
 
