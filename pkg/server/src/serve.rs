@@ -270,7 +270,10 @@ struct Connection {
 
 impl Connection {
     async fn run(self, stream: tokio::net::TcpStream, tracked: Tracked) {
-        let activity = Activity::default();
+        let activity = Activity {
+            heard: tracked.state.heard.clone(),
+            ..Activity::default()
+        };
         match self.acceptor.clone() {
             None => {
                 let io = Watched::new(stream, activity.clone());
@@ -517,6 +520,7 @@ impl Registry {
         for state in open.places.iter().flatten() {
             if state.in_flight.load(Ordering::SeqCst) == 0
                 && !state.room_wanted.load(Ordering::SeqCst)
+                && state.heard.load(Ordering::SeqCst)
             {
                 idle.push((state.idle_since.load(Ordering::SeqCst), state));
             }
@@ -559,6 +563,10 @@ struct ConnectionState {
     /// A new client needs this connection's slot (`asked` wakes the connection).
     room_wanted: AtomicBool,
     asked: Notify,
+    /// The client has sent a byte. One that has sent nothing yet is about to ask (a
+    /// burst of probes connects first): it is never closed to make room, and its wait is
+    /// bounded by `header_read_timeout` anyway.
+    heard: Arc<AtomicBool>,
 }
 
 impl ConnectionState {
@@ -569,6 +577,7 @@ impl ConnectionState {
             idle_since: AtomicU64::new(millis_since(epoch)),
             room_wanted: AtomicBool::new(false),
             asked: Notify::new(),
+            heard: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -617,6 +626,8 @@ impl Drop for InFlight {
 struct Activity {
     epoch: Instant,
     last_millis: Arc<AtomicU64>,
+    /// Set once a byte is read from the client.
+    heard: Arc<AtomicBool>,
 }
 
 impl Default for Activity {
@@ -624,6 +635,7 @@ impl Default for Activity {
         Activity {
             epoch: Instant::now(),
             last_millis: Arc::new(AtomicU64::new(0)),
+            heard: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -662,6 +674,7 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
             self.activity.touch();
+            self.activity.heard.store(true, Ordering::SeqCst);
         }
         polled
     }
