@@ -14,7 +14,7 @@ use std::io;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -41,6 +41,10 @@ const ROOM_RETRY: Duration = Duration::from_millis(50);
 /// At most this many idle connections are closed at once to make room (as nginx does
 /// when short of connections): one look through them all serves the next clients too.
 const ROOM_BATCH: usize = 32;
+/// An HTTP/1.1 connection whose last answer went out less than this ago is not closed to
+/// make room: its client is likely sending the next request on it right now, and HTTP/1.1
+/// has no way to say "closing" that such a request would see (HTTP/2 has GOAWAY).
+const HTTP1_REUSE_GRACE: Duration = Duration::from_secs(1);
 /// The shortest wait between two looks at a connection's timeouts, so that a deadline
 /// just passed is not looked at in a loop.
 const MIN_LOOK: Duration = Duration::from_millis(10);
@@ -515,14 +519,24 @@ impl Registry {
     /// there were. A plain loop over atomics: it runs with the lock held.
     fn close_idlest(&self, n: usize) -> usize {
         let open = self.lock();
+        let now = millis_since(self.epoch);
+        let grace = HTTP1_REUSE_GRACE.as_millis() as u64;
         // Each time read once: they move while we look, and selection needs fixed keys.
         let mut idle = Vec::with_capacity(open.places.len());
         for state in open.places.iter().flatten() {
-            if state.in_flight.load(Ordering::SeqCst) == 0
-                && !state.room_wanted.load(Ordering::SeqCst)
-                && state.heard.load(Ordering::SeqCst)
+            if state.in_flight.load(Ordering::SeqCst) > 0
+                || state.room_wanted.load(Ordering::SeqCst)
             {
-                idle.push((state.idle_since.load(Ordering::SeqCst), state));
+                continue;
+            }
+            let since = state.idle_since.load(Ordering::SeqCst);
+            let closable = match state.heard.protocol() {
+                Protocol::Silent => false,
+                Protocol::Http1 => now.saturating_sub(since) >= grace,
+                Protocol::Http2 => true,
+            };
+            if closable {
+                idle.push((since, state));
             }
         }
         let n = n.min(idle.len());
@@ -563,10 +577,10 @@ struct ConnectionState {
     /// A new client needs this connection's slot (`asked` wakes the connection).
     room_wanted: AtomicBool,
     asked: Notify,
-    /// The client has sent a byte. One that has sent nothing yet is about to ask (a
-    /// burst of probes connects first): it is never closed to make room, and its wait is
-    /// bounded by `header_read_timeout` anyway.
-    heard: Arc<AtomicBool>,
+    /// What the client's first bytes said. One that has sent nothing yet is about to ask
+    /// (a burst of probes connects first): it is never closed to make room, and its wait
+    /// is bounded by `header_read_timeout` anyway.
+    heard: Arc<Heard>,
 }
 
 impl ConnectionState {
@@ -577,7 +591,7 @@ impl ConnectionState {
             idle_since: AtomicU64::new(millis_since(epoch)),
             room_wanted: AtomicBool::new(false),
             asked: Notify::new(),
-            heard: Arc::new(AtomicBool::new(false)),
+            heard: Arc::new(Heard::default()),
         }
     }
 
@@ -626,8 +640,8 @@ impl Drop for InFlight {
 struct Activity {
     epoch: Instant,
     last_millis: Arc<AtomicU64>,
-    /// Set once a byte is read from the client.
-    heard: Arc<AtomicBool>,
+    /// Set from the first bytes read from the client.
+    heard: Arc<Heard>,
 }
 
 impl Default for Activity {
@@ -635,7 +649,7 @@ impl Default for Activity {
         Activity {
             epoch: Instant::now(),
             last_millis: Arc::new(AtomicU64::new(0)),
-            heard: Arc::new(AtomicBool::new(false)),
+            heard: Arc::new(Heard::default()),
         }
     }
 }
@@ -649,6 +663,48 @@ impl Activity {
     fn quiet_for(&self) -> Duration {
         let last = Duration::from_millis(self.last_millis.load(Ordering::Relaxed));
         self.epoch.elapsed().saturating_sub(last)
+    }
+}
+
+/// The protocol a connection's client speaks, as its first bytes say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Silent,
+    Http1,
+    Http2,
+}
+
+/// `Protocol`, set once from the first bytes read.
+#[derive(Default)]
+struct Heard(AtomicU8);
+
+impl Heard {
+    /// Every HTTP/2 connection opens with this preface; no HTTP/1.1 request does.
+    const HTTP2_PREFACE: &'static [u8] = b"PRI * HTTP/2.0";
+
+    fn first_bytes(&self, bytes: &[u8]) {
+        if self.protocol() != Protocol::Silent || bytes.is_empty() {
+            return;
+        }
+        let n = bytes.len().min(Self::HTTP2_PREFACE.len());
+        let protocol = if bytes[..n] == Self::HTTP2_PREFACE[..n] {
+            Protocol::Http2
+        } else {
+            Protocol::Http1
+        };
+        self.set(protocol);
+    }
+
+    fn set(&self, protocol: Protocol) {
+        self.0.store(protocol as u8, Ordering::SeqCst);
+    }
+
+    fn protocol(&self) -> Protocol {
+        match self.0.load(Ordering::SeqCst) {
+            0 => Protocol::Silent,
+            1 => Protocol::Http1,
+            _ => Protocol::Http2,
+        }
     }
 }
 
@@ -674,7 +730,7 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
             self.activity.touch();
-            self.activity.heard.store(true, Ordering::SeqCst);
+            self.activity.heard.first_bytes(&buf.filled()[before..]);
         }
         polled
     }
@@ -726,13 +782,67 @@ fn millis_since(epoch: Instant) -> u64 {
 mod tests {
     use super::*;
 
+    /// A registry whose connections' times began ten seconds ago.
+    fn registry_of_ten_seconds() -> Arc<Registry> {
+        Arc::new(Registry {
+            epoch: Instant::now() - Duration::from_secs(10),
+            open: Mutex::new(Slots::default()),
+        })
+    }
+
+    #[test]
+    fn the_first_bytes_say_the_protocol_once() {
+        let heard = Heard::default();
+        assert_eq!(heard.protocol(), Protocol::Silent);
+        heard.first_bytes(b"");
+        assert_eq!(heard.protocol(), Protocol::Silent);
+        // A preface cut short by the read is still the preface.
+        heard.first_bytes(b"PRI * HT");
+        assert_eq!(heard.protocol(), Protocol::Http2);
+        heard.first_bytes(b"GET / HTTP/1.1\r\n");
+        assert_eq!(heard.protocol(), Protocol::Http2);
+        let heard = Heard::default();
+        heard.first_bytes(b"GET /readyz HTTP/1.1\r\n");
+        assert_eq!(heard.protocol(), Protocol::Http1);
+        let heard = Heard::default();
+        heard.first_bytes(b"PRIVATE");
+        assert_eq!(heard.protocol(), Protocol::Http1);
+    }
+
+    #[test]
+    fn an_http1_connection_just_answered_keeps_its_place() {
+        let registry = registry_of_ten_seconds();
+        let now = millis_since(registry.epoch);
+        let open: Vec<Tracked> = (0..3).map(|_| Registry::register(&registry)).collect();
+        let grace = HTTP1_REUSE_GRACE.as_millis() as u64;
+        // Answered just now, answered past the grace, never asked anything.
+        for (tracked, (since, protocol)) in open.iter().zip([
+            (now - grace / 2, Protocol::Http1),
+            (now - grace - 500, Protocol::Http1),
+            (0, Protocol::Silent),
+        ]) {
+            tracked.state.idle_since.store(since, Ordering::SeqCst);
+            tracked.state.heard.set(protocol);
+        }
+        assert_eq!(registry.close_idlest(3), 1);
+        let asked: Vec<bool> = open
+            .iter()
+            .map(|t| t.state.room_wanted.load(Ordering::SeqCst))
+            .collect();
+        assert_eq!(asked, [false, true, false]);
+    }
+
     #[test]
     fn room_is_made_from_the_connections_idle_longest() {
-        let registry = Arc::new(Registry::default());
+        let registry = registry_of_ten_seconds();
         let open: Vec<Tracked> = (0..4).map(|_| Registry::register(&registry)).collect();
         for (tracked, since) in open.iter().zip([30, 10, 20, 40]) {
             tracked.state.idle_since.store(since, Ordering::SeqCst);
+            tracked.state.heard.set(Protocol::Http2);
         }
+        // One that has sent nothing yet is never asked, however long it has waited.
+        let silent = Registry::register(&registry);
+        silent.state.idle_since.store(0, Ordering::SeqCst);
         // The one idle longest has a request in flight: it is not idle.
         let busy = InFlight::start(&open[1].state);
         assert_eq!(registry.close_idlest(2), 2);
@@ -748,7 +858,8 @@ mod tests {
         drop(busy);
         assert_eq!(registry.close_idlest(1), 1);
         assert_eq!(asked(&open), [true; 4]);
-        drop(open);
+        assert!(!silent.state.room_wanted.load(Ordering::SeqCst));
+        drop((open, silent));
         assert!(registry.lock().places.iter().all(Option::is_none));
     }
 
