@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::openapi::path::PathItem;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 
-use crate::auth::{challenge, Caller, Principal};
+use crate::auth::{challenge, Caller, Principal, ReadOnly};
 use crate::envelope::ApiError;
 use crate::{AppState, Role, PREFIX};
 
@@ -104,7 +104,7 @@ pub(crate) struct Routes {
 }
 
 impl Routes {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Routes {
             router: OpenApiRouter::new(),
             endpoints: Vec::new(),
@@ -112,7 +112,7 @@ impl Routes {
     }
 
     /// One handler (`routes!(handler)`: one path, one method), callable with `permission`.
-    pub fn route(
+    pub(crate) fn route(
         mut self,
         permission: Permission,
         (schemas, paths, method_router): UtoipaMethodRouter<AppState>,
@@ -129,13 +129,13 @@ impl Routes {
         self
     }
 
-    pub fn merge(mut self, other: Routes) -> Self {
+    pub(crate) fn merge(mut self, other: Routes) -> Self {
         self.router = self.router.merge(other.router);
         self.endpoints.extend(other.endpoints);
         self
     }
 
-    pub fn into_parts(self) -> (OpenApiRouter<AppState>, Vec<Endpoint>) {
+    pub(crate) fn into_parts(self) -> (OpenApiRouter<AppState>, Vec<Endpoint>) {
         (self.router, self.endpoints)
     }
 }
@@ -157,10 +157,6 @@ fn methods(item: &PathItem) -> Vec<Method> {
     .map(|(_, method)| method)
     .collect()
 }
-
-/// Whether the server refuses writes; put in each request by the API-wide layer.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ReadOnly(pub bool);
 
 /// The per-route check. A request that reached a route without passing the API-wide
 /// layer (a wiring mistake) is refused, never let through.

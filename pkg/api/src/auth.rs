@@ -11,9 +11,12 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::access::ReadOnly;
 use crate::envelope::ApiError;
 use crate::Role;
+
+/// Whether the server refuses writes; put in each request by the API-wide layer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadOnly(pub bool);
 
 /// Who made a request, put in the request's extensions for handlers and logs.
 #[derive(Debug, Clone, PartialEq, Eq)]

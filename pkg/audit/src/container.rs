@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{
 
 use crate::finding::{quoted, quoted_list, Report};
 use crate::image::{pin, Pin, LATEST};
-use crate::pod::{Pod, RESTART_ALWAYS};
+use crate::pod_spec::{Pod, RESTART_ALWAYS};
 use crate::rules::{
     ALLOW_PRIVILEGE_ESCALATION, APPARMOR_UNCONFINED, CAPABILITIES_ADDED, CAPABILITIES_NOT_DROPPED,
     IMAGE_TAG, LIVENESS_PROBE_MISSING, PRIVILEGED, READINESS_PROBE_MISSING,

@@ -16,6 +16,7 @@ mod host_path;
 mod image;
 mod object;
 mod pod;
+mod pod_spec;
 mod rules;
 mod score;
 mod selector;

@@ -10,6 +10,7 @@ use crate::container::{self, containers};
 use crate::finding::{quoted, Report};
 use crate::host_path::exposes_runtime_socket;
 use crate::object::part;
+use crate::pod_spec::{Pod, RESTART_ALWAYS};
 use crate::rules::{
     AUTOMOUNT_SERVICE_ACCOUNT_TOKEN, HOST_IPC, HOST_NETWORK, HOST_PATH, HOST_PATH_RUNTIME_SOCKET,
     HOST_PID, UNPARSEABLE,
@@ -17,27 +18,6 @@ use crate::rules::{
 
 /// The service account a pod naming none runs as.
 const DEFAULT_SERVICE_ACCOUNT: &str = "default";
-/// A pod's default restart policy, the only one a long-running workload allows; on an
-/// init container it makes a sidecar, which runs as long as the pod.
-pub(crate) const RESTART_ALWAYS: &str = "Always";
-
-/// A pod spec with what the rules need from around it.
-pub(crate) struct Pod<'a> {
-    pub(crate) spec: &'a PodSpec,
-    /// The pod's own (or its template's) annotations: the legacy profile annotations.
-    pub(crate) annotations: &'a BTreeMap<String, String>,
-    /// Its containers run until stopped, so the probe rules apply.
-    pub(crate) long_running: bool,
-    /// How messages name it: `pod` or `pod template`.
-    pub(crate) subject: &'static str,
-}
-
-impl Pod<'_> {
-    pub(crate) fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations.get(key).map(String::as_str)
-    }
-}
-
 /// The pod spec under `spec_path` and the annotations under `meta_path` of `object`,
 /// checked; a part that does not parse is an `unparseable` finding and checks nothing.
 pub(crate) fn check_at(

@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::uri::Authority;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::router::REQUEST_ID;
-
+/// The header that carries a request's id, the client's when plain, else one made here.
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Longest request id taken from a client.
 const MAX_REQUEST_ID: usize = 64;
 /// Paths open to any `Host`.

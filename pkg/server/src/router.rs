@@ -2,7 +2,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::header::CONTENT_TYPE;
-use axum::http::{HeaderName, Request, StatusCode};
+use axum::http::{Request, StatusCode};
 use axum::response::Html;
 use axum::routing::get;
 use axum::Router;
@@ -14,10 +14,9 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use tracing::Level;
 
-use crate::guard::{self, AllowedHosts};
+use crate::guard::{self, AllowedHosts, REQUEST_ID};
 use crate::metrics::HttpMetrics;
 
-pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Karpor's route listing: sorted `METHOD\tPATH` lines.
 const ENDPOINTS: &str = "/endpoints";
 const PAGE: &str = "/";

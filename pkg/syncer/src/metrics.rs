@@ -6,8 +6,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use time::OffsetDateTime;
 
-use crate::type_status::TypeId;
-
 type Labels = Vec<(&'static str, String)>;
 
 /// A watched type's labels: its cluster, group, version, resource and namespace (empty
@@ -16,13 +14,20 @@ type Labels = Vec<(&'static str, String)>;
 pub(crate) struct TypeLabels(Labels);
 
 impl TypeLabels {
-    pub fn new(cluster: &str, id: &TypeId) -> Self {
+    /// `namespace` is empty for every namespace.
+    pub(crate) fn new(
+        cluster: &str,
+        group: &str,
+        version: &str,
+        resource: &str,
+        namespace: &str,
+    ) -> Self {
         TypeLabels(vec![
             ("cluster", cluster.to_owned()),
-            ("group", id.group.clone()),
-            ("version", id.version.clone()),
-            ("resource", id.resource.clone()),
-            ("namespace", id.namespace.clone().unwrap_or_default()),
+            ("group", group.to_owned()),
+            ("version", version.to_owned()),
+            ("resource", resource.to_owned()),
+            ("namespace", namespace.to_owned()),
         ])
     }
 

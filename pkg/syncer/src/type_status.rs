@@ -86,7 +86,7 @@ impl TypeState {
 
 /// What a watcher is of: a type, in one namespace or all.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct TypeId {
+pub(crate) struct TypeId {
     pub group: String,
     pub version: String,
     pub resource: String,
@@ -96,7 +96,7 @@ pub struct TypeId {
 
 /// One watched type's progress, shared by its watcher, the writer and the status.
 #[derive(Debug)]
-pub struct TypeProgress {
+pub(crate) struct TypeProgress {
     id: TypeId,
     api_version: String,
     kind: String,
@@ -138,7 +138,9 @@ pub(crate) struct TypeInfo {
 
 impl TypeProgress {
     pub(crate) fn new(cluster: &str, info: TypeInfo, metrics: SyncMetrics) -> Self {
-        let labels = TypeLabels::new(cluster, &info.id);
+        let id = &info.id;
+        let namespace = id.namespace.as_deref().unwrap_or_default();
+        let labels = TypeLabels::new(cluster, &id.group, &id.version, &id.resource, namespace);
         let progress = TypeProgress {
             id: info.id,
             api_version: info.api_version,
@@ -159,19 +161,19 @@ impl TypeProgress {
         progress
     }
 
-    pub fn id(&self) -> &TypeId {
+    pub(crate) fn id(&self) -> &TypeId {
         &self.id
     }
 
-    pub fn api_version(&self) -> &str {
+    pub(crate) fn api_version(&self) -> &str {
         &self.api_version
     }
 
-    pub fn kind(&self) -> &str {
+    pub(crate) fn kind(&self) -> &str {
         &self.kind
     }
 
-    pub fn state(&self) -> TypeState {
+    pub(crate) fn state(&self) -> TypeState {
         *self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -201,7 +203,7 @@ impl TypeProgress {
             .forget_type(&self.labels, &TypeState::METRIC_STATES);
     }
 
-    pub fn snapshot(&self) -> TypeSnapshot {
+    pub(crate) fn snapshot(&self) -> TypeSnapshot {
         let ms = self.last_event_ms.load(Ordering::Relaxed);
         let objects = self.objects.load(Ordering::Relaxed);
         TypeSnapshot {
