@@ -17,6 +17,7 @@ use kube::Client;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::counts;
 use crate::lists::Lists;
@@ -34,8 +35,8 @@ use crate::SyncSettings;
 /// The cluster's API client, once its kubeconfig has been turned into one (and again when
 /// an exec plugin's certificate is renewed); its health check sees it through
 /// [`ClientSeen`].
-pub type ClientSlot = watch::Sender<Option<Client>>;
-pub type ClientSeen = watch::Receiver<Option<Client>>;
+pub(crate) type ClientSlot = watch::Sender<Option<Client>>;
+pub(crate) type ClientSeen = watch::Receiver<Option<Client>>;
 
 /// The timeouts of a member cluster's client, the syncer's and the API's alike (the API
 /// bounds each of its calls shorter). A watch is silent for up to the API server's watch
@@ -47,22 +48,24 @@ pub const CLIENT_TIMEOUTS: Timeouts = Timeouts {
 };
 
 /// A running cluster sync.
-pub struct ClusterSync {
+pub(crate) struct ClusterSync {
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
 
 impl ClusterSync {
-    pub fn start(run: ClusterRun) -> Self {
+    /// The run, its watchers and its writer log in one span that names the cluster.
+    pub(crate) fn start(run: ClusterRun) -> Self {
         let stop = CancellationToken::new();
+        let span = tracing::info_span!("cluster", cluster = %run.cluster.name);
         ClusterSync {
-            task: tokio::spawn(run.run(stop.clone())),
+            task: tokio::spawn(run.run(stop.clone()).instrument(span)),
             stop,
         }
     }
 
     /// Stops the watchers, lets the writer write what it holds (bounded), and waits.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.stop.cancel();
         if let Err(e) = self.task.await {
             tracing::error!(error = %e, "cluster sync task ended abnormally");
@@ -71,7 +74,7 @@ impl ClusterSync {
 }
 
 /// What one cluster's sync works with.
-pub struct ClusterRun {
+pub(crate) struct ClusterRun {
     pub cluster: Cluster,
     /// Its rules; a change is applied at once, by the watchers it concerns.
     pub rules: RulesSeen,
@@ -111,7 +114,6 @@ enum Next {
 
 impl ClusterRun {
     async fn run(self, stop: CancellationToken) {
-        let name = self.cluster.name.clone();
         let mut recoveries = self.recoveries.clone();
         recoveries.mark_unchanged();
         let Some(mut connected) = self.connect(&stop).await else {
@@ -194,7 +196,7 @@ impl ClusterRun {
                 }
                 Err(e) => {
                     let error = karpor_kube::describe(&e);
-                    tracing::warn!(cluster = name, error, "discovery failed; retrying");
+                    tracing::warn!(error, "discovery failed; retrying");
                     self.progress
                         .set_state(SyncState::Error(crate::reason::of_kube(&e)));
                     let wait = retry;
@@ -208,11 +210,11 @@ impl ClusterRun {
                     _ = stop.cancelled() => Next::Stop,
                     _ = tokio::time::sleep_until(next_discovery) => Next::Discover,
                     Ok(()) = rules.changed() => {
-                        tracing::info!(cluster = name, "sync rules changed; applying them");
+                        tracing::info!("sync rules changed; applying them");
                         Next::Discover
                     }
                     _ = crds_changed.notified() => {
-                        tracing::debug!(cluster = name, "a CustomResourceDefinition changed; discovering");
+                        tracing::debug!("a CustomResourceDefinition changed; discovering");
                         tokio::time::sleep(CRD_SETTLE).await;
                         Next::Discover
                     }
@@ -246,19 +248,19 @@ impl ClusterRun {
                     Ok(()) = policy.changed() => {
                         // Stopped first: a watcher with other options would otherwise look
                         // like a type no longer selected.
-                        tracing::info!(cluster = name, "relisting every resource type under the new audit policy or relation rules");
+                        tracing::info!("relisting every resource type under the new audit policy or relation rules");
                         stop_all(&mut running, &lists).await;
                         relisting = true;
                         Next::Discover
                     }
                     Ok(()) = recoveries.changed() => {
-                        tracing::info!(cluster = name, "relisting every resource type after a storage outage");
+                        tracing::info!("relisting every resource type after a storage outage");
                         stop_all(&mut running, &lists).await;
                         relisting = true;
                         Next::Discover
                     }
                     _ = until(connected.renew_at) => {
-                        tracing::info!(cluster = name, "renewing the exec plugin's client certificate");
+                        tracing::info!("renewing the exec plugin's client certificate");
                         let Some(renewed) = self.connect(&stop).await else { break 'discover };
                         stop_all(&mut running, &lists).await;
                         connected = renewed;
@@ -289,7 +291,7 @@ impl ClusterRun {
             writer_stop.cancel();
             let _ = writer_task.await;
         }
-        tracing::info!(cluster = name, "cluster sync stopped");
+        tracing::info!("cluster sync stopped");
     }
 
     /// Each watched type's documents, counted in storage; `false` when storage could not
@@ -304,7 +306,7 @@ impl ClusterRun {
         match counted {
             Ok(Ok(())) => true,
             Ok(Err(e)) => {
-                tracing::debug!(cluster = self.cluster.name, error = %e, "cannot count the watched types' documents");
+                tracing::debug!(error = %e, "cannot count the watched types' documents");
                 false
             }
             Err(_) => false,
@@ -347,7 +349,6 @@ impl ClusterRun {
             let _ = watcher.task.await;
             lists.stopped(&key);
             tracing::info!(
-                cluster = self.cluster.name,
                 kind = watcher.target.resource.kind,
                 api_version = watcher.target.resource.api_version,
                 "stopped watching a type no longer served or selected as it was"
@@ -367,7 +368,7 @@ impl ClusterRun {
                 lists: lists.clone(),
                 crds_changed: crds.then(|| with.crds_changed.clone()),
             };
-            let task = tokio::spawn(watcher.run(stop.clone()));
+            let task = tokio::spawn(watcher.run(stop.clone()).in_current_span());
             running.insert(key, Running { target, stop, task });
         }
     }
@@ -382,21 +383,16 @@ impl ClusterRun {
         found: &[Discovered],
         ingest: &Arc<Ingest>,
     ) -> Option<Vec<Target>> {
-        let name = &self.cluster.name;
         match resolve_within(rules, found, ingest, &self.settings.limits) {
             Ok(targets) => {
                 if self.progress.refuse(None) {
-                    tracing::info!(
-                        cluster = name,
-                        "the cluster's sync rules fit the limits again"
-                    );
+                    tracing::info!("the cluster's sync rules fit the limits again");
                 }
                 Some(targets)
             }
             Err(why) => {
                 if self.progress.refuse(Some(why.clone())) {
                     tracing::warn!(
-                        cluster = name,
                         why,
                         "the cluster's sync rules are over a limit: nothing is watched"
                     );
@@ -436,7 +432,6 @@ impl ClusterRun {
     /// backoff (it may recover); a kubeconfig that cannot be used waits for a new record,
     /// which restarts this sync: `None`, as when `stop` comes first.
     async fn connect(&self, stop: &CancellationToken) -> Option<ClusterClient> {
-        let name = &self.cluster.name;
         let mut retry = Duration::from_secs(1);
         loop {
             let connected = self
@@ -449,11 +444,7 @@ impl ClusterRun {
             };
             let text = error.to_string();
             if let ClientError::Exec(_) = error {
-                tracing::warn!(
-                    cluster = name,
-                    error = text,
-                    "the exec plugin gave no credential; retrying"
-                );
+                tracing::warn!(error = text, "the exec plugin gave no credential; retrying");
                 self.progress
                     .set_state(SyncState::Error(Reason::Unauthorized));
                 tokio::select! {
@@ -463,11 +454,7 @@ impl ClusterRun {
                 retry = (retry * 2).min(self.settings.rediscover);
                 continue;
             }
-            tracing::warn!(
-                cluster = name,
-                error = text,
-                "cannot use the cluster's kubeconfig"
-            );
+            tracing::warn!(error = text, "cannot use the cluster's kubeconfig");
             self.progress
                 .set_state(SyncState::Error(Reason::Misconfigured));
             return None;

@@ -19,7 +19,7 @@ use crate::status::ClusterProgress;
 use crate::type_status::TypeProgress;
 use crate::writer::Op;
 
-pub struct Watcher {
+pub(crate) struct Watcher {
     pub client: Client,
     pub target: Target,
     pub key: TargetKey,
@@ -35,7 +35,7 @@ pub struct Watcher {
 
 impl Watcher {
     /// Runs until `stop` is cancelled or the writer is gone.
-    pub async fn run(self, stop: CancellationToken) {
+    pub(crate) async fn run(self, stop: CancellationToken) {
         let Watcher {
             client,
             target,
@@ -76,7 +76,6 @@ impl Watcher {
                         if !failing {
                             let detail = crate::reason::describe_watch(&e);
                             tracing::warn!(
-                                cluster,
                                 kind = object_type.kind,
                                 api_version = object_type.api_version,
                                 reason = error.as_str(),
@@ -96,7 +95,7 @@ impl Watcher {
             type_progress.event_seen(now);
             if failing {
                 failing = false;
-                tracing::info!(cluster, kind = object_type.kind, "watch resumed");
+                tracing::info!(kind = object_type.kind, "watch resumed");
                 lists.resumed(&key);
             }
             if let Some(notify) = &crds_changed {
@@ -164,7 +163,7 @@ impl Watcher {
 
 /// Now, to the millisecond both backends keep, so a list's start and its documents'
 /// sync times compare exactly.
-pub fn now_millis() -> OffsetDateTime {
+pub(crate) fn now_millis() -> OffsetDateTime {
     let now = OffsetDateTime::now_utc();
     now.replace_nanosecond(now.nanosecond() / 1_000_000 * 1_000_000)
         .unwrap_or(now)

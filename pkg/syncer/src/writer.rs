@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::lists::Lists;
 use crate::membership::Fence;
@@ -27,7 +28,7 @@ const FENCE_POLL: Duration = Duration::from_millis(100);
 
 /// What a watcher asks of storage.
 #[derive(Debug)]
-pub enum Op {
+pub(crate) enum Op {
     Upsert(ResourceDocument),
     /// The object went. Its last resourceVersion fences the delete (storage skips it when
     /// it holds a newer version).
@@ -82,7 +83,7 @@ impl Default for WriterSettings {
 
 /// Starts a writer. It ends once every sender is dropped and what it holds is written,
 /// or at once when `stop` is cancelled (what it held is written again by the next list).
-pub fn spawn(
+pub(crate) fn spawn(
     storage: Arc<dyn Storage>,
     progress: Arc<ClusterProgress>,
     settings: WriterSettings,
@@ -101,7 +102,7 @@ pub fn spawn(
         batch: Vec::new(),
         bytes: 0,
     };
-    (sender, tokio::spawn(writer.run(receiver)))
+    (sender, tokio::spawn(writer.run(receiver).in_current_span()))
 }
 
 struct Writer {
@@ -181,7 +182,7 @@ impl Writer {
         .await
         {
             // The finding waits for the next write of the workload or its budgets.
-            tracing::debug!(cluster = self.progress.name(), error = %e, "cannot read budgets for pdb-missing");
+            tracing::debug!(error = %e, "cannot read budgets for pdb-missing");
         }
         let written = self
             .retry("write documents", || storage.upsert(&batch))
@@ -297,11 +298,7 @@ impl Writer {
             match write().await {
                 Ok(value) => {
                     if failures > 0 {
-                        tracing::info!(
-                            cluster = self.progress.name(),
-                            failures,
-                            "storage writes resumed"
-                        );
+                        tracing::info!(failures, "storage writes resumed");
                     }
                     return Some(value);
                 }
@@ -309,7 +306,7 @@ impl Writer {
                     failures += 1;
                     // One line when writes start failing, then one a minute or so.
                     if failures == 1 || failures.is_multiple_of(12) {
-                        tracing::warn!(cluster = self.progress.name(), error = %e, failures, "cannot {what}; retrying");
+                        tracing::warn!(error = %e, failures, "cannot {what}; retrying");
                     }
                 }
             }
