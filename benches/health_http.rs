@@ -7,6 +7,8 @@
 //! health endpoints are compared with the bare handler as ratios within the same run.
 //! Then `/readyz` uncached, with one check that sleeps 50 ms and three fast ones.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

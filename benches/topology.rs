@@ -8,6 +8,8 @@
 //! Reported: p50 and p99 of a Pod's graph (2 hops), a Deployment's graph (2 hops: its
 //! ReplicaSet and 10 Pods) and a namespace's graph of kinds (5,000 objects).
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -24,7 +24,7 @@ use crate::config::{Config, ShutdownConfig};
 
 /// Which process this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// `karpor serve`: the server, with the syncer in-process unless configured apart.
     Serve,
     /// `karpor syncer`: the syncer alone, health and metrics on its probe port.
@@ -45,7 +45,7 @@ impl Mode {
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(200);
 const HEARTBEAT_STALE_AFTER: Duration = Duration::from_secs(3);
 
-pub struct Application {
+pub(crate) struct Application {
     listener: TcpListener,
     router: axum::Router,
     tls: Option<TlsConfig>,
@@ -59,7 +59,7 @@ pub struct Application {
 
 impl Application {
     /// `address_file`: where to write the bound address once listening.
-    pub async fn build(
+    pub(crate) async fn build(
         config: Config,
         mode: Mode,
         address_file: Option<PathBuf>,
@@ -241,7 +241,10 @@ impl Application {
     /// Serves until `signal` resolves, then: readiness fails at once, the listener stays
     /// open for the drain delay, closes with a grace period for in-flight requests, and
     /// only then do the workers stop.
-    pub async fn run_until_stopped(self, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
+    pub(crate) async fn run_until_stopped(
+        self,
+        signal: impl Future<Output = ()>,
+    ) -> anyhow::Result<()> {
         let serving = CancellationToken::new();
         let mut server = tokio::spawn(karpor_server::serve(
             self.listener,

@@ -12,13 +12,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     version,
     about = "Multi-cluster Kubernetes resource explorer"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the server (and the syncer in-process unless `server.syncer: false`).
     Serve(CommonArgs),
     /// Run the syncer alone, with its own probe port (`syncer.probe_listen`).
@@ -74,7 +74,7 @@ pub enum Command {
 
 /// Where the REST API is, and the token to use.
 #[derive(Debug, Args)]
-pub struct ServerArgs {
+pub(crate) struct ServerArgs {
     /// Address of `karpor serve` (`http://` is assumed without a scheme).
     #[arg(
         long,
@@ -94,11 +94,11 @@ pub struct ServerArgs {
 }
 
 /// Where a local install listens.
-pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7443";
+pub(crate) const DEFAULT_SERVER: &str = "http://127.0.0.1:7443";
 
 /// How a command prints what it got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum Output {
+pub(crate) enum Output {
     /// Aligned columns.
     #[default]
     Table,
@@ -114,7 +114,7 @@ pub enum Output {
 
 /// `-o FORMAT` (and the older `--json`).
 #[derive(Debug, Args)]
-pub struct OutputArgs {
+pub(crate) struct OutputArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -124,7 +124,7 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
-    pub fn format(&self) -> Output {
+    pub(crate) fn format(&self) -> Output {
         if self.json {
             Output::Json
         } else {
@@ -135,7 +135,7 @@ impl OutputArgs {
 
 /// What a cluster is called and described as, and its labels.
 #[derive(Debug, Args)]
-pub struct ClusterFields {
+pub(crate) struct ClusterFields {
     /// The name people see (default: the cluster's name).
     #[arg(long)]
     pub display_name: Option<String>,
@@ -155,7 +155,7 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ClusterCommand {
+pub(crate) enum ClusterCommand {
     /// Register a cluster from a kubeconfig (its current context, or `--context`): files
     /// it names are read here and sent inline; the server checks it can reach the cluster
     /// first.
@@ -216,7 +216,7 @@ pub enum ClusterCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RelationCommand {
+pub(crate) enum RelationCommand {
     /// The rules in force: built-in ones and yours.
     List {
         #[command(flatten)]
@@ -245,7 +245,7 @@ pub enum RelationCommand {
 
 /// `--dry-run [--cluster NAME]`.
 #[derive(Debug, Args)]
-pub struct DryRunArgs {
+pub(crate) struct DryRunArgs {
     /// Store nothing: show the types the rule selects in each cluster and how many
     /// objects each has there now.
     #[arg(long)]
@@ -256,7 +256,7 @@ pub struct DryRunArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RuleCommand {
+pub(crate) enum RuleCommand {
     /// List the sync rules in force (the built-in ones while none is stored).
     List {
         #[command(flatten)]
@@ -290,7 +290,7 @@ pub enum RuleCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct SearchArgs {
+pub(crate) struct SearchArgs {
     /// An SQL query (`select * from resources where ...`), or anything else as a keyword
     /// (a word anywhere in name, namespace, labels or content).
     #[arg(required_unless_present = "keyword")]
@@ -312,7 +312,7 @@ pub struct SearchArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DescribeArgs {
+pub(crate) struct DescribeArgs {
     /// `CLUSTER/KIND/NAME`, or `CLUSTER/KIND/NAMESPACE/NAME` (`prod/pod/shop/web-1`).
     pub target: String,
     #[command(flatten)]
@@ -324,14 +324,14 @@ pub struct DescribeArgs {
 
 /// A severity to filter findings by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SeverityArg {
+pub(crate) enum SeverityArg {
     High,
     Medium,
     Low,
 }
 
 #[derive(Debug, Args)]
-pub struct AuditArgs {
+pub(crate) struct AuditArgs {
     /// `CLUSTER` or `CLUSTER/NAMESPACE`; every cluster when absent.
     pub scope: Option<String>,
     /// Only findings of this severity.
@@ -344,7 +344,7 @@ pub struct AuditArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum MetadataCommand {
+pub(crate) enum MetadataCommand {
     /// Write every cluster and rule, with credentials, as JSON (to stdout or `--output`).
     Export {
         #[command(flatten)]
@@ -373,7 +373,7 @@ pub enum MetadataCommand {
 
 /// `metadata import --on-conflict`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OnConflict {
+pub(crate) enum OnConflict {
     /// Stop at the first record that exists (records before it stay written).
     Fail,
     /// Keep the existing record.
@@ -384,7 +384,7 @@ pub enum OnConflict {
 
 /// Flags shared by the commands that read the config.
 #[derive(Debug, Args)]
-pub struct CommonArgs {
+pub(crate) struct CommonArgs {
     /// The config file (default `config/karpor.yaml`, else the built-in embedded default).
     #[arg(long, short = 'c', env = "KARPOR_CONFIG")]
     pub config: Option<PathBuf>,
@@ -405,13 +405,13 @@ pub struct CommonArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LogFormatArg {
+pub(crate) enum LogFormatArg {
     Text,
     Json,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LogLevelArg {
+pub(crate) enum LogLevelArg {
     Error,
     Warn,
     Info,
@@ -421,7 +421,7 @@ pub enum LogLevelArg {
 }
 
 #[derive(Debug, Args)]
-pub struct HealthArgs {
+pub(crate) struct HealthArgs {
     /// Address of the instance (`http://` is assumed without a scheme).
     #[arg(long, env = "KARPOR_SERVER", default_value = DEFAULT_SERVER, visible_alias = "url")]
     pub server: String,

@@ -1,6 +1,6 @@
 //! The one shutdown signal: SIGTERM or SIGINT (Ctrl-C).
 
-pub async fn signal() {
+pub(crate) async fn signal() {
     let interrupt = async {
         if let Err(e) = tokio::signal::ctrl_c().await {
             tracing::error!(error = %e, "cannot listen for SIGINT");

@@ -24,7 +24,7 @@ fn filter(level: &str) -> EnvFilter {
         .unwrap_or_else(|_| EnvFilter::new(format!("{LIBRARIES},karpor={level},{QUIET}")))
 }
 
-pub fn init(config: &LogConfig) {
+pub(crate) fn init(config: &LogConfig) {
     let filter = filter(&config.level);
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()

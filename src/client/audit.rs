@@ -9,7 +9,7 @@ use super::output::{print_json, print_list, print_yaml, Column};
 use super::{encode, finish, text, Api, Failed};
 use crate::args::{AuditArgs, Output, SeverityArg};
 
-pub async fn run(args: &AuditArgs) -> ExitCode {
+pub(crate) async fn run(args: &AuditArgs) -> ExitCode {
     finish(audit(args).await)
 }
 

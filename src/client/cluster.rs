@@ -19,7 +19,7 @@ const WAIT_POLL: Duration = Duration::from_secs(1);
 /// How long a state of `unknown` may last before `--wait` concludes no syncer reports here.
 const UNKNOWN_FOR: Duration = Duration::from_secs(15);
 
-pub async fn run(server: &ServerArgs, command: &ClusterCommand) -> ExitCode {
+pub(crate) async fn run(server: &ServerArgs, command: &ClusterCommand) -> ExitCode {
     finish(dispatch(server, command).await)
 }
 

@@ -15,7 +15,7 @@ use crate::args::{DescribeArgs, Output};
 /// Events shown (newest first).
 const EVENTS: usize = 10;
 
-pub async fn run(args: &DescribeArgs) -> ExitCode {
+pub(crate) async fn run(args: &DescribeArgs) -> ExitCode {
     finish(describe(args).await)
 }
 

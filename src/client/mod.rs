@@ -3,13 +3,13 @@
 //! statuses, and how answers are printed. Exit 0 done, 1 refused by the server (its
 //! message on stderr), 2 unreachable.
 
-pub mod audit;
-pub mod cluster;
-pub mod describe;
+pub(crate) mod audit;
+pub(crate) mod cluster;
+pub(crate) mod describe;
 mod output;
-pub mod relation;
-pub mod rule;
-pub mod search;
+pub(crate) mod relation;
+pub(crate) mod rule;
+pub(crate) mod search;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -30,7 +30,7 @@ fn refused(message: impl Into<String>) -> Failed {
 }
 
 /// The address with a scheme: `127.0.0.1:7443` means `http://127.0.0.1:7443`.
-pub fn base_url(server: &str) -> String {
+pub(crate) fn base_url(server: &str) -> String {
     let server = server.trim().trim_end_matches('/');
     if server.contains("://") {
         server.to_owned()
@@ -40,7 +40,7 @@ pub fn base_url(server: &str) -> String {
 }
 
 /// Percent-encoding of a query value or path segment (everything but unreserved bytes).
-pub fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {

@@ -7,14 +7,14 @@ use super::{refused, text, Failed};
 use crate::args::Output;
 
 /// A column of a table: its header, how to read a cell, whether only `wide` shows it.
-pub struct Column {
+pub(super) struct Column {
     pub header: &'static str,
     pub cell: fn(&Value) -> String,
     pub wide: bool,
 }
 
 /// A list of items as `format` says; `name` gives an item's `kind/name`.
-pub fn print_list(
+pub(super) fn print_list(
     format: Output,
     items: &[Value],
     columns: &[Column],
@@ -40,14 +40,14 @@ pub fn print_list(
     Ok(())
 }
 
-pub fn print_json(value: &Value) {
+pub(super) fn print_json(value: &Value) {
     println!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_default()
     );
 }
 
-pub fn print_yaml(value: &Value) -> Result<(), Failed> {
+pub(super) fn print_yaml(value: &Value) -> Result<(), Failed> {
     let text = serde_saphyr::to_string(value)
         .map_err(|e| refused(format!("cannot write the answer as YAML: {e}")))?;
     print!("{text}");
@@ -55,7 +55,7 @@ pub fn print_yaml(value: &Value) -> Result<(), Failed> {
 }
 
 /// Left-aligned columns, three spaces apart, as kubectl prints them.
-pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+pub(super) fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -80,7 +80,7 @@ pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
 }
 
 /// A cell that may be absent: the value, or `<none>` / `<unknown>` as kubectl writes.
-pub fn or(value: &Value, absent: &str) -> String {
+pub(super) fn or(value: &Value, absent: &str) -> String {
     match value {
         Value::Null => absent.to_owned(),
         other => text(other),

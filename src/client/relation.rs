@@ -14,7 +14,7 @@ use crate::args::{Output, RelationCommand, ServerArgs};
 /// Largest rules file read.
 const MAX_FILE: u64 = 1024 * 1024;
 
-pub async fn run(server: &ServerArgs, command: &RelationCommand) -> ExitCode {
+pub(crate) async fn run(server: &ServerArgs, command: &RelationCommand) -> ExitCode {
     finish(dispatch(server, command).await)
 }
 

@@ -20,7 +20,7 @@ const ANSWERED_ONLY: [&str; 5] = ["version", "createdAt", "updatedAt", "builtIn"
 /// The largest rules file read.
 const MAX_FILE: u64 = 4 * 1024 * 1024;
 
-pub async fn run(server: &ServerArgs, command: &RuleCommand) -> ExitCode {
+pub(crate) async fn run(server: &ServerArgs, command: &RuleCommand) -> ExitCode {
     finish(dispatch(server, command).await)
 }
 

@@ -10,7 +10,7 @@ use super::output::{print_json, print_list, print_yaml, Column};
 use super::{encode, finish, text, Api, Failed};
 use crate::args::{Output, SearchArgs};
 
-pub async fn run(args: &SearchArgs) -> ExitCode {
+pub(crate) async fn run(args: &SearchArgs) -> ExitCode {
     finish(search(args).await)
 }
 

@@ -7,11 +7,11 @@ use figment::{Figment, Source};
 
 use super::{Config, LogFormat, SECTIONS};
 
-pub const DEFAULT_CONFIG_PATH: &str = "config/karpor.yaml";
+pub(super) const DEFAULT_CONFIG_PATH: &str = "config/karpor.yaml";
 
 /// The common flags, layered over the file and the environment.
 #[derive(Debug, Clone, Default)]
-pub struct Overrides {
+pub(crate) struct Overrides {
     pub listen: Option<SocketAddr>,
     pub log_level: Option<String>,
     pub log_format: Option<LogFormat>,
@@ -20,12 +20,12 @@ pub struct Overrides {
 /// A config problem: one line that names the file (or variable) and the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("config error: {0}")]
-pub struct ConfigError(pub String);
+pub(crate) struct ConfigError(pub String);
 
 /// Reads the config: the file (`path`, or `config/karpor.yaml` when it exists, or the
 /// built-in embedded default), then `KARPOR_SECTION__KEY` variables, then the flags; then
 /// validates it. Returns the config and the file it came from, if any.
-pub fn load(
+pub(crate) fn load(
     path: Option<&Path>,
     overrides: &Overrides,
 ) -> Result<(Config, Option<PathBuf>), ConfigError> {

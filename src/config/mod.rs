@@ -21,11 +21,11 @@ use karpor_storage::StorageConfig;
 use karpor_syncer::SyncerConfig;
 use serde::{Deserialize, Serialize};
 
-pub use load::{load, ConfigError, Overrides};
+pub(crate) use load::{load, ConfigError, Overrides};
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Config {
+pub(crate) struct Config {
     pub server: ServerConfig,
     pub auth: AuthConfig,
     pub log: LogConfig,
@@ -40,7 +40,7 @@ pub struct Config {
 }
 
 /// Top-level sections; environment variables are read only for these.
-pub const SECTIONS: &[&str] = &[
+pub(crate) const SECTIONS: &[&str] = &[
     "server",
     "auth",
     "log",
@@ -56,7 +56,7 @@ pub const SECTIONS: &[&str] = &[
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
+pub(crate) struct ServerConfig {
     pub listen: SocketAddr,
     pub tls: Option<TlsConfig>,
     /// Names a request's `Host` may carry (`*`: any). Empty: derived from `listen` (on
@@ -88,7 +88,7 @@ impl Default for ServerConfig {
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct LogConfig {
+pub(crate) struct LogConfig {
     pub format: LogFormat,
     /// The level of karpor's own lines (`error`, `warn`, `info`, `debug`, `trace`,
     /// `off`); libraries log warnings and errors. `RUST_LOG` replaces the whole filter.
@@ -96,7 +96,7 @@ pub struct LogConfig {
 }
 
 /// What `log.level` may be.
-pub const LOG_LEVELS: &[&str] = &["error", "warn", "info", "debug", "trace", "off"];
+pub(crate) const LOG_LEVELS: &[&str] = &["error", "warn", "info", "debug", "trace", "off"];
 
 impl Default for LogConfig {
     fn default() -> Self {
@@ -109,24 +109,24 @@ impl Default for LogConfig {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     Text,
     Json,
 }
 
 /// `health:` is the health crate's section; its admin token is a secret like the others.
-pub type HealthConfig = karpor_health::HealthConfig<SecretSource>;
+pub(crate) type HealthConfig = karpor_health::HealthConfig<SecretSource>;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ReadinessConfig {
+pub(crate) struct ReadinessConfig {
     /// Other karpor processes whose `/readyz` this one's depends on. Off by default.
     pub upstreams: Vec<UpstreamConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct UpstreamConfig {
+pub(crate) struct UpstreamConfig {
     pub name: String,
     pub url: String,
     #[serde(default = "yes")]
@@ -139,7 +139,7 @@ fn yes() -> bool {
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ShutdownConfig {
+pub(crate) struct ShutdownConfig {
     /// How long `/readyz` fails before the listener closes, so load balancers and
     /// Kubernetes stop sending traffic first.
     #[serde(with = "humantime_serde")]

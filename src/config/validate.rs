@@ -5,7 +5,7 @@ use karpor_core::SecretSource;
 use super::{Config, ConfigError};
 
 /// The checks this process registers by itself, by name.
-pub const BUILTIN_CHECKS: &[&str] = &[
+pub(super) const BUILTIN_CHECKS: &[&str] = &[
     karpor_health::PING_CHECK,
     karpor_health::HEARTBEAT_CHECK,
     karpor_metastore::SERVER_CHECK,
@@ -16,7 +16,7 @@ pub const BUILTIN_CHECKS: &[&str] = &[
 impl Config {
     /// What types alone cannot say: each section's own rules, then what spans sections.
     /// `origin` names the file in messages.
-    pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, origin: &str) -> Result<(), ConfigError> {
         let fail =
             |key: &str, what: String| Err(ConfigError(format!("{origin}: key `{key}`: {what}")));
         // Before any file the config names is read.

@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use serde_json::{json, Value};
 
 /// The CLI, run in `dir` (where a local install's token is found).
-pub fn karpor(args: &[&str], server: &str, dir: &Path, env: &[(&str, &str)]) -> Output {
+pub(crate) fn karpor(args: &[&str], server: &str, dir: &Path, env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_karpor"));
     command
         .args(args)
@@ -29,7 +29,7 @@ pub fn karpor(args: &[&str], server: &str, dir: &Path, env: &[(&str, &str)]) -> 
     command.output().unwrap()
 }
 
-pub fn text(output: &Output) -> (i32, String, String) {
+pub(crate) fn text(output: &Output) -> (i32, String, String) {
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -3,6 +3,8 @@
 //! test script starts. The security and reliability suites are binaries of their own,
 //! run alone (they time probes under load). The harness is `karpor-testkit`.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 mod api;
 mod api_schemathesis;
 mod audit;

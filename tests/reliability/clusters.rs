@@ -18,17 +18,17 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Where the churn happens, in each cluster.
-pub const NAMESPACE: &str = "churn";
+pub(crate) const NAMESPACE: &str = "churn";
 /// Live ConfigMaps the churn keeps around (it creates below, deletes above).
 const TARGET: usize = 30;
 const STEP: Duration = Duration::from_millis(100);
 
 /// uid to resourceVersion.
-pub type Objects = BTreeMap<String, String>;
+pub(crate) type Objects = BTreeMap<String, String>;
 
 /// A member cluster as the suite drives it.
 #[derive(Clone)]
-pub struct Member {
+pub(crate) struct Member {
     pub name: &'static str,
     pub kubeconfig: String,
     client: Client,
@@ -48,7 +48,7 @@ fn namespaces() -> ApiResource {
 }
 
 impl Member {
-    pub async fn connect(name: &'static str, kubeconfig: String) -> Member {
+    pub(crate) async fn connect(name: &'static str, kubeconfig: String) -> Member {
         let parsed = Kubeconfig::from_yaml(&kubeconfig).unwrap();
         let config = kube::Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
             .await
@@ -77,7 +77,7 @@ impl Member {
     }
 
     /// Until the API server answers (after a start or restart).
-    pub async fn wait_answering(&self) {
+    pub(crate) async fn wait_answering(&self) {
         let started = Instant::now();
         while let Err(e) = self.client.apiserver_version().await {
             assert!(
@@ -94,7 +94,7 @@ impl Member {
     }
 
     /// The live ConfigMaps of the churn namespace.
-    pub async fn live(&self) -> Result<Objects, kube::Error> {
+    pub(crate) async fn live(&self) -> Result<Objects, kube::Error> {
         let list = self.api().list(&ListParams::default()).await?;
         Ok(list
             .items
@@ -109,12 +109,12 @@ impl Member {
     }
 
     /// Holds the churn until the guard is dropped.
-    pub async fn hold_still(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+    pub(crate) async fn hold_still(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
         self.still.clone().write_owned().await
     }
 
     /// Creates one ConfigMap now (outside the churn), returning its uid.
-    pub async fn create(&self, name: &str) -> Result<String, kube::Error> {
+    pub(crate) async fn create(&self, name: &str) -> Result<String, kube::Error> {
         let object: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name}, "data": {"v": "0"}
@@ -125,7 +125,7 @@ impl Member {
     }
 
     /// Creates, updates and deletes ConfigMaps every 100 ms until `stop`.
-    pub fn churn(&self, tag: &str, stop: CancellationToken) -> JoinHandle<()> {
+    pub(crate) fn churn(&self, tag: &str, stop: CancellationToken) -> JoinHandle<()> {
         let member = self.clone();
         let tag = tag.to_owned();
         tokio::spawn(async move {

@@ -16,7 +16,7 @@ use crate::system::{
 use crate::traffic::{self, Traffic};
 use karpor_testkit::services::Apiserver;
 
-pub const STORM: usize = 10_000;
+pub(crate) const STORM: usize = 10_000;
 /// Room for the probe's own round trip on a loaded machine, on top of the contract's
 /// bounds.
 const SLACK: Duration = Duration::from_millis(500);
@@ -31,7 +31,7 @@ fn recover_bound() -> Duration {
 }
 
 /// Everything one configuration's faults work on.
-pub struct Run<'a> {
+pub(crate) struct Run<'a> {
     pub config: &'static str,
     pub system: System,
     pub members: &'a [Member],
@@ -112,7 +112,7 @@ impl Run<'_> {
 
     /// Many concurrent probes while all is well: each check runs at most once per cache
     /// TTL (the success cache and single flight).
-    pub async fn healthy_storm(&mut self) -> Row {
+    pub(crate) async fn healthy_storm(&mut self) -> Row {
         let mut row = self.row("probe storm, all healthy");
         self.prober
             .until(Instant::now(), LIMIT, "ready before the storm", ready)
@@ -146,7 +146,7 @@ impl Run<'_> {
     }
 
     /// SIGKILL of the metadata store: `Server` fails, writes answer 503, `/livez` stays.
-    pub async fn metastore_killed(&mut self) -> Row {
+    pub(crate) async fn metastore_killed(&mut self) -> Row {
         let mut row = self.row("metadata store SIGKILL");
         let started = Instant::now();
         self.system.metastore.process().kill();
@@ -178,7 +178,7 @@ impl Run<'_> {
 
     /// SIGKILL of storage (the test server keeps nothing it had not saved: storage comes
     /// back empty, and the syncer relists).
-    pub async fn storage_killed(&mut self) -> Row {
+    pub(crate) async fn storage_killed(&mut self) -> Row {
         let mut row = self.row("storage SIGKILL (restarts empty)");
         let started = Instant::now();
         self.system.storage.process.kill();
@@ -200,7 +200,7 @@ impl Run<'_> {
 
     /// SIGKILL of member cluster `a`'s API server: only `Cluster/a` fails, and `b` keeps
     /// syncing.
-    pub async fn apiserver_killed(&mut self) -> Row {
+    pub(crate) async fn apiserver_killed(&mut self) -> Row {
         let mut row = self.row("apiserver a SIGKILL");
         let started = Instant::now();
         tokio::task::block_in_place(|| self.apiservers[0].process.kill());
@@ -256,7 +256,7 @@ impl Run<'_> {
 
     /// SIGSTOP: the dependency accepts connections and never answers. Every probe still
     /// answers within the deadline, and the check fails with `timeout`.
-    pub async fn paused(&mut self, which: Paused) -> Row {
+    pub(crate) async fn paused(&mut self, which: Paused) -> Row {
         let (fault, line) = match which {
             Paused::Metastore => ("metadata store SIGSTOP", "[-] Server failed: timeout"),
             Paused::Storage => ("storage SIGSTOP", "[-] Storage failed: timeout"),
@@ -315,7 +315,7 @@ impl Run<'_> {
     }
 
     /// SIGTERM while the clusters churn and requests are in flight.
-    pub async fn terminated(&mut self) -> Row {
+    pub(crate) async fn terminated(&mut self) -> Row {
         let mut row = self.row("karpor SIGTERM during churn");
         let hold = self.traffic.hold().await;
         // Writes half sent before the signal and finished after it.
@@ -410,7 +410,7 @@ impl Run<'_> {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub enum Paused {
+pub(crate) enum Paused {
     Metastore,
     Storage,
     Apiserver,

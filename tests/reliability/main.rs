@@ -6,6 +6,8 @@
 //! target/reliability.md (published in docs/reliability.md). Everything runs on
 //! loopback; one run takes a few minutes.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 mod clusters;
 mod faults;
 mod probe;

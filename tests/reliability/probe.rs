@@ -12,22 +12,22 @@ use tokio::sync::Barrier;
 use tokio::task::JoinSet;
 
 /// The suite's probe period (a kubelet's, scaled down).
-pub const PERIOD: Duration = Duration::from_millis(500);
+pub(crate) const PERIOD: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub status: u16,
     pub body: String,
     pub took: Duration,
 }
 
-pub struct Prober {
+pub(crate) struct Prober {
     client: reqwest::Client,
     base: String,
 }
 
 impl Prober {
-    pub fn new(base: &str) -> Prober {
+    pub(crate) fn new(base: &str) -> Prober {
         Prober {
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -37,7 +37,7 @@ impl Prober {
         }
     }
 
-    pub async fn get(&self, path: &str) -> Answer {
+    pub(crate) async fn get(&self, path: &str) -> Answer {
         let started = Instant::now();
         let response = self
             .client
@@ -57,7 +57,7 @@ impl Prober {
     /// Probes `/readyz` (and `/livez`, which must answer 200 each time) every period
     /// until `done` holds for a `/readyz` answer; how long from `since` that took, and the
     /// slowest `/readyz` answer on the way.
-    pub async fn until(
+    pub(crate) async fn until(
         &self,
         since: Instant,
         limit: Duration,
@@ -85,7 +85,7 @@ impl Prober {
     }
 
     /// `karpor_health_check_runs_total` by check.
-    pub async fn check_runs(&self) -> BTreeMap<String, u64> {
+    pub(crate) async fn check_runs(&self) -> BTreeMap<String, u64> {
         let metrics = self.get("/metrics").await.body;
         let mut runs = BTreeMap::new();
         for line in metrics.lines() {
@@ -103,7 +103,7 @@ impl Prober {
 
 /// What a storm got back.
 #[derive(Debug, Default)]
-pub struct Storm {
+pub(crate) struct Storm {
     pub statuses: BTreeMap<u16, usize>,
     pub errors: Vec<String>,
     pub elapsed: Duration,
@@ -112,7 +112,7 @@ pub struct Storm {
 }
 
 impl Storm {
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let statuses: Vec<String> = self
             .statuses
             .iter()
@@ -131,7 +131,7 @@ impl Storm {
     }
 
     /// No error, and no status but 200 and 503.
-    pub fn assert_clean(&self, during: &str) {
+    pub(crate) fn assert_clean(&self, during: &str) {
         let first: Vec<&String> = self.errors.iter().take(5).collect();
         assert!(
             self.errors.is_empty(),
@@ -145,13 +145,13 @@ impl Storm {
         );
     }
 
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!("{} (a 503 said: {:?})", self.summary(), self.failing)
     }
 }
 
 /// `n` connections opened first, then `/readyz` sent on all of them at once.
-pub async fn storm(addr: SocketAddr, n: usize) -> Storm {
+pub(crate) async fn storm(addr: SocketAddr, n: usize) -> Storm {
     let barrier = Arc::new(Barrier::new(n));
     let mut tasks = JoinSet::new();
     let started = Instant::now();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// What one fault did to one configuration.
 #[derive(Debug, Default)]
-pub struct Row {
+pub(crate) struct Row {
     pub config: &'static str,
     pub fault: String,
     /// From the fault to the probe that reported it.
@@ -32,7 +32,7 @@ fn secs(d: Option<Duration>) -> String {
     }
 }
 
-pub fn write(rows: &[Row], settings: &str, took: Duration) {
+pub(crate) fn write(rows: &[Row], settings: &str, took: Duration) {
     let mut text = String::new();
     let _ = writeln!(
         text,

@@ -13,29 +13,29 @@ use karpor_testkit::process::{Karpor, Spawn};
 use karpor_testkit::services::{Elastic, Etcd, Managed, Mariadb};
 
 /// Bound on anything that should happen "soon" (a start, a convergence).
-pub const LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const LIMIT: Duration = Duration::from_secs(60);
 
-pub const HEALTH: &str =
+pub(crate) const HEALTH: &str =
     "{check_timeout: 1s, deadline: 2s, cache_ttl: 1s, failure_threshold: 2, success_threshold: 2}";
-pub const DEADLINE: Duration = Duration::from_secs(2);
-pub const CACHE_TTL: Duration = Duration::from_secs(1);
-pub const FAILURE_THRESHOLD: u32 = 2;
-pub const SUCCESS_THRESHOLD: u32 = 2;
-pub const DRAIN: Duration = Duration::from_secs(2);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(2);
+pub(crate) const CACHE_TTL: Duration = Duration::from_secs(1);
+pub(crate) const FAILURE_THRESHOLD: u32 = 2;
+pub(crate) const SUCCESS_THRESHOLD: u32 = 2;
+pub(crate) const DRAIN: Duration = Duration::from_secs(2);
 const SHUTDOWN: &str = "{drain_delay: 2s, grace_period: 500ms}";
 const REQUEST_TIMEOUT: &str = "5s";
 /// Longer than any pause here (about 11 s with its storm): a metadata store outage past
 /// the lease fences the syncer off, and its syncs then restart and list their clusters
 /// again, which is the scale suite's subject, not this one's.
-pub const LEASE_TTL: &str = "60s";
+pub(crate) const LEASE_TTL: &str = "60s";
 
-pub enum Metastore {
+pub(crate) enum Metastore {
     Etcd(Etcd),
     Mariadb(Mariadb),
 }
 
 impl Metastore {
-    pub fn start(name: &str) -> Metastore {
+    pub(crate) fn start(name: &str) -> Metastore {
         let missing = "test services: run scripts/services.sh start";
         match name {
             "etcd" => Metastore::Etcd(Etcd::start().expect(missing)),
@@ -43,7 +43,7 @@ impl Metastore {
         }
     }
 
-    pub fn process(&mut self) -> &mut Managed {
+    pub(crate) fn process(&mut self) -> &mut Managed {
         match self {
             Metastore::Etcd(e) => &mut e.process,
             Metastore::Mariadb(m) => &mut m.process,
@@ -60,7 +60,7 @@ impl Metastore {
     }
 }
 
-pub struct System {
+pub(crate) struct System {
     pub metastore: Metastore,
     pub storage: Elastic,
     pub karpor: Karpor,
@@ -71,7 +71,7 @@ pub struct System {
 }
 
 impl System {
-    pub async fn start(metastore: &str, members: &[Member]) -> System {
+    pub(crate) async fn start(metastore: &str, members: &[Member]) -> System {
         let metastore = Metastore::start(metastore);
         let storage = Elastic::start().expect("test services: run scripts/services.sh start");
         let config = format!(
@@ -129,7 +129,7 @@ impl System {
         }
     }
 
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.karpor.addr
     }
 
@@ -152,12 +152,12 @@ impl System {
     }
 
     /// Starts `karpor serve` again, on the same address and directory.
-    pub fn restart_karpor(&mut self) {
+    pub(crate) fn restart_karpor(&mut self) {
         self.karpor.serve_again(&self.config);
     }
 
     /// The churned namespace's ConfigMaps of `cluster` as stored: uid to resourceVersion.
-    pub async fn stored(&self, cluster: &str) -> Option<Objects> {
+    pub(crate) async fn stored(&self, cluster: &str) -> Option<Objects> {
         let query = format!(
             "select * from resources where cluster = '{cluster}' and namespace = '{NAMESPACE}' and kind = 'ConfigMap'"
         );
@@ -193,7 +193,7 @@ impl System {
     /// Holds each cluster still in turn until storage equals it; how long from `since`,
     /// and how many objects were missing, stale or extra at the last comparison (fails
     /// the test when that is not 0 within the limit).
-    pub async fn converge(&self, members: &[Member], since: Instant) -> (Duration, usize) {
+    pub(crate) async fn converge(&self, members: &[Member], since: Instant) -> (Duration, usize) {
         let mut lost = 0;
         for member in members {
             let _still = member.hold_still().await;
@@ -226,7 +226,7 @@ impl System {
     }
 
     /// Acknowledged writes the metadata store does not have.
-    pub async fn missing_writes(&self, acknowledged: &[String]) -> Vec<String> {
+    pub(crate) async fn missing_writes(&self, acknowledged: &[String]) -> Vec<String> {
         let body = self.get_json("/rest-api/v1/resource-group-rules").await;
         let stored: BTreeSet<&str> = body["data"]
             .as_array()

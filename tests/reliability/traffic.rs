@@ -15,19 +15,19 @@ const WRITE_EVERY: usize = 5;
 
 /// One request's answer: the status, or what went wrong without one.
 #[derive(Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub at: Instant,
     pub what: &'static str,
     pub result: Result<u16, String>,
 }
 
 impl Outcome {
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         matches!(self.result, Ok(200..=299))
     }
 
     /// What the contract allows: success, or 503 while a dependency is down.
-    pub fn allowed(&self) -> bool {
+    pub(crate) fn allowed(&self) -> bool {
         self.ok() || matches!(self.result, Ok(503))
     }
 }
@@ -38,7 +38,7 @@ struct Ledger {
     acknowledged: Mutex<Vec<String>>,
 }
 
-pub struct Traffic {
+pub(crate) struct Traffic {
     ledger: Arc<Ledger>,
     /// Each request holds it for reading; `hold` takes it to pause the traffic.
     gate: Arc<RwLock<()>>,
@@ -47,12 +47,12 @@ pub struct Traffic {
 }
 
 /// An anonymous client: reads only (anonymous is a guest on loopback).
-pub fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     builder().build().unwrap()
 }
 
 /// A client that sends the local admin token, for writes.
-pub fn admin_client(token: &str) -> reqwest::Client {
+pub(crate) fn admin_client(token: &str) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     let value = format!("Bearer {token}").parse().unwrap();
     headers.insert(reqwest::header::AUTHORIZATION, value);
@@ -64,7 +64,7 @@ fn builder() -> reqwest::ClientBuilder {
 }
 
 /// A write: create resource group rule `name`.
-pub async fn write(client: &reqwest::Client, base: &str, name: &str) -> Result<u16, String> {
+pub(crate) async fn write(client: &reqwest::Client, base: &str, name: &str) -> Result<u16, String> {
     let url = format!("{base}/rest-api/v1/resource-group-rule/{name}");
     let body = json!({"description": "reliability suite", "fields": ["namespace"]});
     match client.post(url).json(&body).send().await {
@@ -74,7 +74,7 @@ pub async fn write(client: &reqwest::Client, base: &str, name: &str) -> Result<u
     }
 }
 
-pub async fn search(client: &reqwest::Client, base: &str) -> Result<u16, String> {
+pub(crate) async fn search(client: &reqwest::Client, base: &str) -> Result<u16, String> {
     let url = format!("{base}/rest-api/v1/search");
     let query = [
         ("query", "select * from resources where kind = 'ConfigMap'"),
@@ -88,7 +88,7 @@ pub async fn search(client: &reqwest::Client, base: &str) -> Result<u16, String>
 }
 
 impl Traffic {
-    pub fn start(base: String, client: reqwest::Client, tag: &str) -> Traffic {
+    pub(crate) fn start(base: String, client: reqwest::Client, tag: &str) -> Traffic {
         let ledger = Arc::new(Ledger::default());
         let gate = Arc::new(RwLock::new(()));
         let stop = CancellationToken::new();
@@ -135,28 +135,28 @@ impl Traffic {
     }
 
     /// Pauses the traffic (after the request in flight) until the guard is dropped.
-    pub async fn hold(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+    pub(crate) async fn hold(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
         self.gate.clone().write_owned().await
     }
 
     /// Writes acknowledged elsewhere (the shutdown test's own requests) count too.
-    pub fn acknowledge(&self, name: String) {
+    pub(crate) fn acknowledge(&self, name: String) {
         self.ledger.acknowledged.lock().unwrap().push(name);
     }
 
-    pub fn acknowledged(&self) -> Vec<String> {
+    pub(crate) fn acknowledged(&self) -> Vec<String> {
         self.ledger.acknowledged.lock().unwrap().clone()
     }
 
     /// Requests sent from `from` on: (not successful, all).
-    pub fn failed_since(&self, from: Instant) -> (usize, usize) {
+    pub(crate) fn failed_since(&self, from: Instant) -> (usize, usize) {
         let outcomes = self.ledger.outcomes.lock().unwrap();
         let window: Vec<&Outcome> = outcomes.iter().filter(|o| o.at >= from).collect();
         (window.iter().filter(|o| !o.ok()).count(), window.len())
     }
 
     /// Every answer the contract does not allow (a 500, a hang, a refused connection).
-    pub fn unexpected(&self) -> Vec<String> {
+    pub(crate) fn unexpected(&self) -> Vec<String> {
         let outcomes = self.ledger.outcomes.lock().unwrap();
         outcomes
             .iter()
@@ -165,7 +165,7 @@ impl Traffic {
             .collect()
     }
 
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         self.stop.cancel();
         if let Some(task) = self.task.take() {
             let _ = task.await;
@@ -175,7 +175,7 @@ impl Traffic {
 
 /// A write whose request is half sent when `sent_half` is reached and finished once
 /// `go` turns true: a request certainly in flight across whatever happens in between.
-pub async fn split_write(
+pub(crate) async fn split_write(
     addr: std::net::SocketAddr,
     token: &str,
     name: &str,

@@ -18,9 +18,9 @@ const STEP: Duration = Duration::from_millis(100);
 const TARGET: usize = 20;
 
 /// uid → resourceVersion.
-pub type Objects = BTreeMap<String, String>;
+pub(crate) type Objects = BTreeMap<String, String>;
 
-pub struct Churn {
+pub(crate) struct Churn {
     namespace: String,
     kubes: Vec<Kube>,
     /// Each step holds it for reading; a comparison takes it for writing, so the clusters
@@ -31,7 +31,7 @@ pub struct Churn {
 }
 
 impl Churn {
-    pub async fn start(kubes: &[&Kube], namespace: &str) -> Churn {
+    pub(crate) async fn start(kubes: &[&Kube], namespace: &str) -> Churn {
         let still = Arc::new(RwLock::new(()));
         let stop = CancellationToken::new();
         let mut tasks = Vec::new();
@@ -62,12 +62,12 @@ impl Churn {
     }
 
     /// Holds the churn until the guard is dropped.
-    pub async fn hold_still(&self) -> tokio::sync::RwLockWriteGuard<'_, ()> {
+    pub(crate) async fn hold_still(&self) -> tokio::sync::RwLockWriteGuard<'_, ()> {
         self.still.write().await
     }
 
     /// The live ConfigMaps of apiserver `i`.
-    pub async fn live(&self, i: usize) -> Objects {
+    pub(crate) async fn live(&self, i: usize) -> Objects {
         let list = self.kubes[i]
             .api(&configmaps(), Some(&self.namespace))
             .list(&ListParams::default())
@@ -84,7 +84,7 @@ impl Churn {
             .collect()
     }
 
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.stop.cancel();
         for task in self.tasks {
             task.await.unwrap();

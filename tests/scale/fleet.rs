@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::churn::{Churn, Objects};
 
 /// The syncers' lease TTL (`syncer.lease_ttl`).
-pub const TTL: Duration = Duration::from_secs(10);
+pub(crate) const TTL: Duration = Duration::from_secs(10);
 const SAMPLE: Duration = Duration::from_millis(200);
 /// How long storage may take to equal the clusters once they hold still.
 const CONVERGE: Duration = Duration::from_secs(60);
@@ -28,7 +28,7 @@ type Probes = Arc<Mutex<BTreeMap<String, String>>>;
 /// Cluster → the syncers seen running it in one sample, when more than one.
 type Doubles = BTreeMap<String, Vec<String>>;
 
-pub struct Fleet {
+pub(crate) struct Fleet {
     pub backend: &'static str,
     head: String,
     dir: tempfile::TempDir,
@@ -46,7 +46,7 @@ pub struct Fleet {
 impl Fleet {
     /// Registers `count` clusters over `kubes` with one rule (ConfigMaps of
     /// `namespace`), and starts the sampler.
-    pub async fn new(
+    pub(crate) async fn new(
         backend: &'static str,
         metadata: &str,
         storage: &str,
@@ -86,7 +86,7 @@ impl Fleet {
         }
     }
 
-    pub fn start(&mut self, name: &str) {
+    pub(crate) fn start(&mut self, name: &str) {
         let config = format!(
             "{}syncer: {{member: {name}, lease_ttl: {}s}}\nshutdown: {{drain_delay: 500ms}}\n",
             self.head,
@@ -104,7 +104,7 @@ impl Fleet {
         self.syncers.insert(name.to_owned(), syncer);
     }
 
-    pub fn kill(&mut self, name: &str) {
+    pub(crate) fn kill(&mut self, name: &str) {
         self.probes.lock().unwrap().remove(name);
         let mut syncer = self.syncers.remove(name).unwrap();
         syncer.signal("KILL");
@@ -114,7 +114,7 @@ impl Fleet {
     /// Sends `signal`. A stopped syncer is left out of the sampling until, continued, it
     /// runs no cluster it does not hold (it cannot write meanwhile: its writers check its
     /// lease first, and the lease it ran under is gone).
-    pub async fn signal(&mut self, name: &str, signal: &str) {
+    pub(crate) async fn signal(&mut self, name: &str, signal: &str) {
         let url = self.syncers[name].url("/metrics");
         if matches!(signal, "STOP" | "TERM") {
             self.probes.lock().unwrap().remove(name);
@@ -147,7 +147,7 @@ impl Fleet {
     }
 
     /// Every registered cluster's claim holder.
-    pub async fn owners(&self) -> BTreeMap<String, String> {
+    pub(crate) async fn owners(&self) -> BTreeMap<String, String> {
         self.metastore
             .claims()
             .await
@@ -158,12 +158,12 @@ impl Fleet {
     }
 
     /// The live members' names.
-    pub async fn members(&self) -> BTreeSet<String> {
+    pub(crate) async fn members(&self) -> BTreeSet<String> {
         let members = self.metastore.members().await.unwrap();
         members.into_iter().map(|m| m.name).collect()
     }
 
-    pub async fn held_by(&self, member: &str) -> Vec<String> {
+    pub(crate) async fn held_by(&self, member: &str) -> Vec<String> {
         let owners = self.owners().await;
         owners
             .into_iter()
@@ -174,12 +174,17 @@ impl Fleet {
 
     /// Waits until every registered cluster is held by one of `members` and each of them
     /// runs exactly what it holds; returns how long it took.
-    pub async fn settle(&self, members: &[&str], limit: Duration) -> Duration {
+    pub(crate) async fn settle(&self, members: &[&str], limit: Duration) -> Duration {
         self.settle_without("", members, limit).await
     }
 
     /// As [`Fleet::settle`], with `gone` holding nothing (it may be paused or stopping).
-    pub async fn settle_without(&self, gone: &str, members: &[&str], limit: Duration) -> Duration {
+    pub(crate) async fn settle_without(
+        &self,
+        gone: &str,
+        members: &[&str],
+        limit: Duration,
+    ) -> Duration {
         let started = Instant::now();
         let mut last = String::new();
         while started.elapsed() < limit {
@@ -245,7 +250,7 @@ impl Fleet {
     }
 
     /// Prints how evenly the clusters are spread.
-    pub async fn balance(&self, label: &str) {
+    pub(crate) async fn balance(&self, label: &str) {
         let mut per: BTreeMap<String, usize> = BTreeMap::new();
         for member in self.owners().await.into_values() {
             *per.entry(member).or_default() += 1;
@@ -260,7 +265,7 @@ impl Fleet {
 
     /// Holds the churn still and waits until storage holds exactly each cluster's live
     /// ConfigMaps (uid and resourceVersion).
-    pub async fn storage_equals_clusters(&self, churn: &Churn, label: &str) {
+    pub(crate) async fn storage_equals_clusters(&self, churn: &Churn, label: &str) {
         let _still = churn.hold_still().await;
         let live = [churn.live(0).await, churn.live(1).await];
         let started = Instant::now();
@@ -323,7 +328,7 @@ impl Fleet {
     }
 
     /// `karpor serve` without a syncer of its own, on the same stores.
-    pub fn server(&self) -> Karpor {
+    pub(crate) fn server(&self) -> Karpor {
         let config = format!("{}server: {{syncer: false}}\n", self.head);
         let dir = self.dir.path().join("server");
         std::fs::create_dir_all(&dir).unwrap();
@@ -331,7 +336,7 @@ impl Fleet {
     }
 
     /// Stops the sampler and every syncer: what the sampler saw run twice at once.
-    pub async fn stop_sampling(&mut self) -> Doubles {
+    pub(crate) async fn stop_sampling(&mut self) -> Doubles {
         self.sampling.cancel();
         let doubles = (&mut self.sampler).await.unwrap();
         self.probes.lock().unwrap().clear();

@@ -13,6 +13,8 @@
 //! alone in the test script (it starts several processes and times hand-overs); what it
 //! measured is printed and summarised in docs/scale.md.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 mod churn;
 mod fleet;
 

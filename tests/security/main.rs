@@ -3,6 +3,8 @@
 //! reliability suite does): it times `/livez` while hostile requests and a slowloris swarm
 //! load the machine.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 mod access;
 mod bounded;
 mod connections;

@@ -31,7 +31,7 @@ pub(crate) fn routes() -> Routes {
 /// One rule of the catalogue under the policy in force.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RuleView {
+pub(crate) struct RuleView {
     pub id: &'static str,
     /// `security` or `reliability`.
     pub category: &'static str,
@@ -47,7 +47,7 @@ pub struct RuleView {
 /// The policy in force and where it comes from.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct PolicyView {
+pub(crate) struct PolicyView {
     /// `{enabled, disabled: [rule ids], severities: {rule id: High|Medium|Low}}`.
     #[schema(value_type = Object)]
     pub config: AuditConfig,
@@ -65,7 +65,7 @@ pub struct PolicyView {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Reaudit {
+pub(crate) struct Reaudit {
     /// Raised by each change the syncer has seen.
     pub generation: u64,
     pub clusters: usize,
@@ -75,7 +75,7 @@ pub struct Reaudit {
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct VersionParam {
+pub(crate) struct VersionParam {
     /// Write only if the stored policy is at this version (409 otherwise).
     pub version: Option<i64>,
 }
@@ -156,7 +156,7 @@ pub(crate) async fn read(State(state): State<AppState>) -> ApiResult {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // for the document only: the handler reads an `AuditConfig`
-pub struct PolicyBody {
+pub(crate) struct PolicyBody {
     enabled: Option<bool>,
     disabled: Option<Vec<String>>,
     #[schema(value_type = Option<BTreeMap<String, String>>)]

@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 
 /// The body of every API answer (`data` is null on failure).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Envelope<T> {
+pub(crate) struct Envelope<T> {
     pub success: bool,
     pub message: String,
     pub data: Option<T>,
@@ -38,17 +38,17 @@ pub struct Envelope<T> {
 }
 
 /// A successful answer: its status and data.
-pub struct Reply {
+pub(crate) struct Reply {
     status: StatusCode,
     data: Value,
 }
 
 impl Reply {
-    pub fn ok(data: impl Serialize) -> Self {
+    pub(crate) fn ok(data: impl Serialize) -> Self {
         Reply::with(StatusCode::OK, data)
     }
 
-    pub fn created(data: impl Serialize) -> Self {
+    pub(crate) fn created(data: impl Serialize) -> Self {
         Reply::with(StatusCode::CREATED, data)
     }
 
@@ -81,24 +81,24 @@ impl IntoResponse for Reply {
 /// A failure with its status. The message is for the caller: it never holds a credential
 /// or a backend's address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub status: StatusCode,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
         ApiError {
             status,
             message: message.into(),
         }
     }
 
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, message)
     }
 
-    pub fn not_found(message: impl Into<String>) -> Self {
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::NOT_FOUND, message)
     }
 }
@@ -172,14 +172,14 @@ impl From<StorageError> for ApiError {
     }
 }
 
-pub type ApiResult = Result<Reply, ApiError>;
+pub(crate) type ApiResult = Result<Reply, ApiError>;
 
 /// Marks an answer Karpor gives outside the envelope (a stream, a plain-text refusal).
 #[derive(Clone, Copy)]
-pub struct Unenveloped;
+pub(crate) struct Unenveloped;
 
 /// Unknown routes under the prefix.
-pub async fn not_found() -> ApiError {
+pub(crate) async fn not_found() -> ApiError {
     ApiError::not_found("no such route")
 }
 
@@ -187,7 +187,7 @@ pub async fn not_found() -> ApiError {
 const MAX_REFUSAL: usize = 512;
 
 /// Wraps every answer in the envelope, with the request id and times.
-pub async fn envelope(request: Request, next: Next) -> Response {
+pub(crate) async fn envelope(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let start_time = OffsetDateTime::now_utc();
     let trace_id = request

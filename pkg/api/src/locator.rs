@@ -14,7 +14,7 @@ use utoipa::IntoParams;
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
-pub struct Locator {
+pub(crate) struct Locator {
     #[serde(default, deserialize_with = "names::optional")]
     #[param(value_type = Option<String>)]
     pub cluster: Option<ClusterName>,
@@ -39,7 +39,7 @@ pub struct Locator {
 
 /// Karpor's kinds of scope, decided in Karpor's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// No cluster, labels or annotations, or an odd mix of fields.
     Custom,
     /// apiVersion, kind, namespace and name.
@@ -74,35 +74,35 @@ fn pairs(text: &Option<String>) -> BTreeMap<String, String> {
 }
 
 impl Locator {
-    pub fn cluster(&self) -> Option<&str> {
+    pub(crate) fn cluster(&self) -> Option<&str> {
         self.cluster.as_ref().map(ClusterName::as_str)
     }
 
-    pub fn api_version(&self) -> Option<&str> {
+    pub(crate) fn api_version(&self) -> Option<&str> {
         self.api_version.as_ref().map(ApiVersion::as_str)
     }
 
-    pub fn kind(&self) -> Option<&str> {
+    pub(crate) fn kind(&self) -> Option<&str> {
         self.kind.as_ref().map(KindName::as_str)
     }
 
-    pub fn namespace(&self) -> Option<&str> {
+    pub(crate) fn namespace(&self) -> Option<&str> {
         self.namespace.as_ref().map(Namespace::as_str)
     }
 
-    pub fn name(&self) -> Option<&str> {
+    pub(crate) fn name(&self) -> Option<&str> {
         self.name.as_ref().map(ObjectName::as_str)
     }
 
-    pub fn labels(&self) -> BTreeMap<String, String> {
+    pub(crate) fn labels(&self) -> BTreeMap<String, String> {
         pairs(&self.labels)
     }
 
-    pub fn annotations(&self) -> BTreeMap<String, String> {
+    pub(crate) fn annotations(&self) -> BTreeMap<String, String> {
         pairs(&self.annotations)
     }
 
-    pub fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         if self.cluster().is_none() || !self.labels().is_empty() || !self.annotations().is_empty() {
             return Scope::Custom;
         }
@@ -123,7 +123,7 @@ impl Locator {
     }
 
     /// The stored documents the locator covers; deleted ones only with `deleted`.
-    pub fn query(&self, deleted: bool) -> Query {
+    pub(crate) fn query(&self, deleted: bool) -> Query {
         let eq = |field, value: &str| Expr::Compare {
             field,
             op: Op::Eq,

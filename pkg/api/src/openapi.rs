@@ -11,7 +11,7 @@ use utoipa::{IntoParams, IntoResponses, Modify, OpenApi, ToSchema};
 /// A failure's body: the envelope with `success: false` and `data: null`.
 #[derive(ToSchema)]
 #[allow(dead_code)] // for the document only
-pub struct ErrorEnvelope {
+pub(crate) struct ErrorEnvelope {
     success: bool,
     message: String,
     #[schema(value_type = Option<Object>, nullable)]
@@ -29,7 +29,7 @@ pub struct ErrorEnvelope {
 /// The failures every route may answer.
 #[derive(IntoResponses)]
 #[allow(dead_code)] // for the document only
-pub enum Errors {
+pub(crate) enum Errors {
     #[response(
         status = 400,
         description = "bad input (query, body, kubeconfig, name)"
@@ -78,7 +78,7 @@ impl Modify for Bearer {
 #[derive(IntoParams)]
 #[into_params(parameter_in = Path)]
 #[allow(dead_code)] // for the document only: handlers take `Path<String>`
-pub struct NamePath {
+pub(crate) struct NamePath {
     /// The cluster's or rule's name.
     #[param(pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
     name: String,

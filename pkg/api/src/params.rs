@@ -8,7 +8,7 @@ use crate::envelope::{ApiError, ApiResult, Reply};
 
 /// `1`, `t`, `T`, `TRUE`, `true`, `True` are true; anything else (`0`, `false`, an empty
 /// value, a typo) is false, as Karpor reads it.
-pub fn lenient_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+pub(crate) fn lenient_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
     let text = String::deserialize(deserializer)?;
     Ok(matches!(
         text.as_str(),
@@ -18,21 +18,21 @@ pub fn lenient_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, 
 
 /// How an object is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Object,
     Yaml,
 }
 
 impl Format {
     /// `yaml` (any case) is YAML; anything else, or nothing, the object, as Karpor.
-    pub fn parse(format: Option<&str>) -> Result<Format, ApiError> {
+    pub(crate) fn parse(format: Option<&str>) -> Result<Format, ApiError> {
         Ok(match format {
             Some(f) if f.eq_ignore_ascii_case("yaml") => Format::Yaml,
             _ => Format::Object,
         })
     }
 
-    pub fn reply(self, value: &impl Serialize) -> ApiResult {
+    pub(crate) fn reply(self, value: &impl Serialize) -> ApiResult {
         match self {
             Format::Object => Ok(Reply::ok(value)),
             Format::Yaml => {

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 /// What Karpor writes where it keeps a field's place but not its value.
-pub const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = "[redacted]";
 
 /// kubectl keeps the whole applied object here, Secret values included.
 pub(crate) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -16,7 +16,7 @@ pub(crate) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-config
 const SECRET_VALUES: [&str; 2] = ["data", "stringData"];
 
 /// The object (or list) as it may be answered.
-pub fn object(mut object: Value) -> Value {
+pub(crate) fn object(mut object: Value) -> Value {
     redact_in_place(&mut object, 0);
     object
 }

@@ -61,7 +61,7 @@ fn field(name: &str) -> Option<Field> {
 /// and karpor's `version`.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RuleView {
+pub(crate) struct RuleView {
     /// The rule's name (Karpor's id is an opaque key; karpor's names are unique).
     pub id: String,
     pub name: String,
@@ -80,7 +80,7 @@ pub struct RuleView {
 /// `POST`/`PUT /resource-group-rule`).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RuleBody {
+pub(crate) struct RuleBody {
     pub name: Option<String>,
     #[serde(default)]
     pub description: String,
@@ -244,7 +244,7 @@ pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<Strin
 /// maps; a field without a value (the namespace of a cluster-scoped object) is left out.
 #[derive(Debug, Default, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ResourceGroup {
+pub(crate) struct ResourceGroup {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -263,14 +263,14 @@ pub struct ResourceGroup {
 
 /// A group with karpor's count: the value of each of the rule's fields, as named there.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Group {
+pub(crate) struct Group {
     pub values: BTreeMap<String, String>,
     pub count: u64,
 }
 
 /// Karpor's `{fields, groups}`, and karpor's counted `items` beside.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct GroupList {
+pub(crate) struct GroupList {
     pub fields: Vec<String>,
     pub groups: Vec<ResourceGroup>,
     pub rule: String,

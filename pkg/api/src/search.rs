@@ -17,7 +17,7 @@ use crate::openapi::Errors;
 use crate::AppState;
 
 /// Largest page.
-pub const MAX_PAGE_SIZE: u64 = 1000;
+pub(crate) const MAX_PAGE_SIZE: u64 = 1000;
 /// A page's size when none (or one Karpor would not take) is given.
 const DEFAULT_PAGE_SIZE: u64 = 10;
 
@@ -29,7 +29,7 @@ pub(crate) fn routes() -> Routes {
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
-pub struct SearchParams {
+pub(crate) struct SearchParams {
     /// `select * from resources where ...` (`pattern=sql`), `key=value,...` (`dsl`), or a
     /// keyword (`pattern=keyword`).
     #[param(example = "select * from resources where kind='ConfigMap'")]
@@ -50,7 +50,7 @@ pub struct SearchParams {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct SearchItem {
+pub(crate) struct SearchItem {
     pub cluster: String,
     /// The object as stored (or its custom columns).
     #[schema(value_type = Object)]
@@ -67,7 +67,7 @@ pub struct SearchItem {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct SearchPage {
+pub(crate) struct SearchPage {
     pub items: Vec<SearchItem>,
     /// What was searched: the SQL (with the keyword's condition, as Karpor shows it), the
     /// DSL text, or the keyword.

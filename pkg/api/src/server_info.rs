@@ -13,7 +13,7 @@ use crate::envelope::{ApiResult, Envelope, Reply};
 use crate::openapi::Errors;
 
 /// `/server-configs`'s path (outside [`crate::PREFIX`], as in Karpor).
-pub const SERVER_CONFIGS: &str = "/server-configs";
+pub(crate) const SERVER_CONFIGS: &str = "/server-configs";
 
 pub(crate) fn routes() -> Routes {
     Routes::new().route(Permission::Read, routes!(authn))

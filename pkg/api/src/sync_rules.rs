@@ -46,7 +46,7 @@ pub(crate) fn routes() -> Routes {
 #[derive(ToSchema)]
 #[serde(untagged)]
 #[allow(dead_code)] // for the document only: handlers read core's `ClusterSelector`
-pub enum ClusterSelectorDoc {
+pub(crate) enum ClusterSelectorDoc {
     #[schema(example = "*")]
     All(String),
     Names {
@@ -62,7 +62,7 @@ pub enum ClusterSelectorDoc {
 /// endpointslices) and a `*` group the alias group `extensions`.
 #[derive(ToSchema)]
 #[allow(dead_code)] // for the document only
-pub struct ResourceSelectorDoc {
+pub(crate) struct ResourceSelectorDoc {
     /// `""` is the core group.
     #[schema(example = "apps")]
     group: Option<String>,
@@ -76,7 +76,7 @@ pub struct ResourceSelectorDoc {
 /// How documents are trimmed before they are stored.
 #[derive(ToSchema)]
 #[allow(dead_code)] // for the document only
-pub struct TransformDoc {
+pub(crate) struct TransformDoc {
     /// `full` (default) or `metadataOnly` (`apiVersion`, `kind`, `metadata`).
     #[schema(example = "metadataOnly")]
     mode: Option<String>,
@@ -88,7 +88,7 @@ pub struct TransformDoc {
 /// refused.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SyncRuleBody {
+pub(crate) struct SyncRuleBody {
     pub name: Option<String>,
     #[serde(default)]
     pub description: String,
@@ -181,7 +181,7 @@ async fn within_rules_per_cluster(state: &AppState, rule: &SyncRule) -> Result<(
 /// built-in rule).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct SyncRuleView {
+pub(crate) struct SyncRuleView {
     pub name: String,
     pub description: String,
     #[schema(value_type = ClusterSelectorDoc)]
@@ -235,14 +235,14 @@ impl SyncRuleView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SyncRuleList {
+pub(crate) struct SyncRuleList {
     pub items: Vec<SyncRuleView>,
     pub total: usize,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct VersionParam {
+pub(crate) struct VersionParam {
     /// Write only if the stored rule is at this version (409 otherwise); without it, the
     /// version read just before.
     pub version: Option<i64>,
@@ -355,7 +355,7 @@ pub(crate) async fn remove(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct DryRunParams {
+pub(crate) struct DryRunParams {
     /// One cluster (whether the rule selects it or not); without it, every registered
     /// cluster the rule selects.
     pub cluster: Option<String>,
@@ -363,14 +363,14 @@ pub struct DryRunParams {
 
 /// What a rule would select.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DryRunView {
+pub(crate) struct DryRunView {
     pub rule: String,
     pub clusters: Vec<ClusterDryRun>,
 }
 
 /// What a rule would select in one cluster.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ClusterDryRun {
+pub(crate) struct ClusterDryRun {
     pub cluster: String,
     /// Whether the rule's `clusters` selects this cluster.
     pub selected: bool,
@@ -382,7 +382,7 @@ pub struct ClusterDryRun {
 /// One type the rule selects, and its objects in the cluster now.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct SelectionView {
+pub(crate) struct SelectionView {
     pub group: String,
     pub version: String,
     pub kind: String,

@@ -24,7 +24,7 @@ impl Default for Thresholds {
 
 /// A change of reported state, for the log line and the transitions counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transition {
+pub(crate) struct Transition {
     /// `None` for the first result a check ever reports.
     pub from_pass: Option<bool>,
     pub to: CheckOutcome,
@@ -34,7 +34,7 @@ pub struct Transition {
 }
 
 #[derive(Debug, Default)]
-pub struct Damping {
+pub(crate) struct Damping {
     thresholds: Thresholds,
     reported: Option<CheckOutcome>,
     since: Option<Instant>,
@@ -43,7 +43,7 @@ pub struct Damping {
 }
 
 impl Damping {
-    pub fn new(thresholds: Thresholds) -> Self {
+    pub(crate) fn new(thresholds: Thresholds) -> Self {
         Damping {
             thresholds,
             ..Damping::default()
@@ -52,7 +52,7 @@ impl Damping {
 
     /// Feeds one raw result; returns the state to report and the transition, if any.
     /// The first result is reported as it is: there is no earlier state to hold.
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         raw: &CheckOutcome,
         now: Instant,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::reporter::{CheckOutcome, HealthReporter, Reason};
 
 /// Marks a health request made by another karpor process.
-pub const HOP_HEADER: &str = "x-karpor-health-hop";
+pub(crate) const HOP_HEADER: &str = "x-karpor-health-hop";
 
 #[derive(Debug, Clone)]
 pub struct ProbeResponse {

@@ -2,6 +2,8 @@
 //! The reporters here are scripted stand-ins: the aggregator is pure logic, and the real
 //! backends' checks are proven against real services in the workspace's `tests/`.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

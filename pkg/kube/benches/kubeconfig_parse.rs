@@ -5,6 +5,8 @@
 //!
 //! `cargo bench -p karpor-kube --bench kubeconfig_parse`
 
+#![allow(clippy::unwrap_used)] // a benchmark stops at its first failure
+
 use std::time::{Duration, Instant};
 
 const TWO_MIB: usize = 2 * 1024 * 1024;

@@ -39,7 +39,7 @@ fn by_words(debug: &str) -> String {
 
 /// Why a kubeconfig cannot be made a client of, the same way: anything about its user
 /// becomes a fixed sentence, anything else is kube-rs's message without URLs.
-pub fn describe_unusable(error: &dyn std::error::Error) -> String {
+pub(crate) fn describe_unusable(error: &dyn std::error::Error) -> String {
     let lower = format!("{error:?}").to_ascii_lowercase();
     if lower.contains("exec") || lower.contains("auth") || lower.contains("token") {
         CREDENTIALS.to_owned()

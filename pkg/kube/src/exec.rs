@@ -190,7 +190,7 @@ fn is_env_name(name: &str) -> bool {
 
 /// What an exec plugin gave.
 #[derive(Clone)]
-pub struct Credential {
+pub(crate) struct Credential {
     pub token: Option<String>,
     /// PEM certificate and key.
     pub client_certificate: Option<(String, String)>,
@@ -225,13 +225,13 @@ pub enum ExecError {
 
 /// Runs one kubeconfig user's plugin.
 #[derive(Clone)]
-pub struct ExecRunner {
+pub(crate) struct ExecRunner {
     exec: Arc<ExecConfig>,
     settings: Arc<ExecSettings>,
 }
 
 impl ExecRunner {
-    pub fn new(exec: ExecConfig, settings: Arc<ExecSettings>) -> Self {
+    pub(crate) fn new(exec: ExecConfig, settings: Arc<ExecSettings>) -> Self {
         ExecRunner {
             exec: Arc::new(exec),
             settings,
@@ -239,7 +239,7 @@ impl ExecRunner {
     }
 
     /// Runs the command once and reads its ExecCredential.
-    pub async fn run(&self) -> Result<Credential, ExecError> {
+    pub(crate) async fn run(&self) -> Result<Credential, ExecError> {
         let exec = &self.exec;
         let mut command = tokio::process::Command::new(exec.command.as_deref().unwrap_or("false"));
         command

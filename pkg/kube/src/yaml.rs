@@ -7,14 +7,14 @@ use serde_saphyr::budget::BudgetBreach;
 use serde_saphyr::{DeserializeError, DuplicateKeyPolicy};
 
 /// Deepest nesting of mappings and sequences accepted; a kubeconfig needs about six.
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 /// Most nodes (scalars, mappings, sequences) accepted: about 3,000 contexts fit, and the
 /// worst text within the limits parses in tens of milliseconds (docs/benchmarks.md).
-pub const MAX_NODES: usize = 50_000;
+pub(crate) const MAX_NODES: usize = 50_000;
 
 /// Why a text was refused, safe to show: a position and a kind, never the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct YamlProblem {
+pub(crate) struct YamlProblem {
     pub what: String,
     /// Line and column, from 1.
     pub at: Option<(u64, u64)>,
@@ -22,7 +22,7 @@ pub struct YamlProblem {
 
 impl YamlProblem {
     /// ` at line L, column C`, or nothing.
-    pub fn position(&self) -> String {
+    pub(crate) fn position(&self) -> String {
         self.at
             .map(|(line, column)| format!(" at line {line}, column {column}"))
             .unwrap_or_default()
@@ -30,7 +30,7 @@ impl YamlProblem {
 }
 
 /// One YAML document as `T`, within the limits above; no anchors or aliases.
-pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlProblem> {
+pub(crate) fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlProblem> {
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_depth: MAX_DEPTH,

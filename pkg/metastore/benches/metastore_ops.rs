@@ -3,6 +3,8 @@
 //! addresses in the environment: `source target/test-services/env.sh`). A backend whose
 //! address is not set is reported as skipped.
 
+#![allow(clippy::unwrap_used)] // a benchmark stops at its first failure
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -25,7 +25,7 @@ pub enum MetastoreConfig {
 }
 
 /// The key made beside the embedded database when none is configured.
-pub const DEFAULT_KEY_FILE_NAME: &str = "metadata.key";
+pub(crate) const DEFAULT_KEY_FILE_NAME: &str = "metadata.key";
 
 impl MetastoreConfig {
     /// Where the key of the embedded store is when none is configured.

@@ -104,7 +104,7 @@ impl Sealer {
 }
 
 /// Whether a stored value is sealed (so it cannot be read without the key).
-pub fn is_sealed(stored: &str) -> bool {
+pub(crate) fn is_sealed(stored: &str) -> bool {
     stored.starts_with(PREFIX)
 }
 

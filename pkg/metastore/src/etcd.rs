@@ -30,7 +30,7 @@ use crate::StoreError;
 const MEMBERS: &str = "members";
 const CLAIMS: &str = "claims";
 
-pub struct EtcdStore {
+pub(crate) struct EtcdStore {
     endpoints: Vec<String>,
     options: ConnectOptions,
     prefix: String,
@@ -38,7 +38,7 @@ pub struct EtcdStore {
 }
 
 impl EtcdStore {
-    pub fn new(config: &EtcdConfig) -> Result<Self, StoreError> {
+    pub(crate) fn new(config: &EtcdConfig) -> Result<Self, StoreError> {
         if config.endpoints.is_empty() {
             return Err(StoreError::Misconfigured(
                 "metadata.etcd.endpoints is empty".to_owned(),

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 
 use crate::{Metastore, StoreError, Stored};
 
-pub const EXPORT_FORMAT: &str = "karpor-metadata/v1";
+pub(crate) const EXPORT_FORMAT: &str = "karpor-metadata/v1";
 
 /// What an import does with a record whose name exists already.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

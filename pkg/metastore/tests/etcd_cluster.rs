@@ -4,6 +4,8 @@
 //! quorum and passes again once it is back. Gaps are measured and printed; the bounds are
 //! generous, since they only tell failover from none.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

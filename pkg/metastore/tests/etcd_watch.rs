@@ -2,6 +2,8 @@
 //! must be errors, never a feed that silently stops. Each test starts its own etcd, since
 //! compacting or enabling auth on the shared one would disturb every other test.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

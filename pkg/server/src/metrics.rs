@@ -27,7 +27,7 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 /// Where the metrics are served.
 pub(crate) const PATH: &str = "/metrics";
 
-pub fn routes(registry: Arc<Registry>) -> Router {
+pub(crate) fn routes(registry: Arc<Registry>) -> Router {
     Router::new().route(PATH, get(metrics)).with_state(registry)
 }
 

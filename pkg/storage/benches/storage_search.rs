@@ -12,6 +12,8 @@
 //! too slow for 100,000; `KARPOR_BENCH_DIR` keeps the SQLite file there (it must not
 //! exist yet) for `EXPLAIN QUERY PLAN` afterwards.
 
+#![allow(clippy::unwrap_used)] // a benchmark stops at its first failure
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

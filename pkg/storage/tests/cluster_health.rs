@@ -3,6 +3,8 @@
 //! scripted `_cluster/health` stands in for that one answer; everything else about the
 //! backend is proven against the real servers in the conformance suite.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};

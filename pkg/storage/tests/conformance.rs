@@ -2,6 +2,8 @@
 //! the embedded backend, the Elasticsearch-API server and the OpenSearch-API server must
 //! give the same documents in the same order with the same totals.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

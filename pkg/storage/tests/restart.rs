@@ -3,6 +3,8 @@
 //! cleanly: the test server (noida-db) saves its data only on shutdown, where a real
 //! Elasticsearch's translog keeps every acknowledged write through a crash too.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -6,6 +6,8 @@
 //! timed until every one is stored, with auditing off and on, alternating
 //! (off, on, on, off), in one run. The ratio of the on and off rates is the figure.
 
+#![allow(clippy::unwrap_used)] // a benchmark stops at its first failure
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

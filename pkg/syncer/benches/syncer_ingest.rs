@@ -6,6 +6,8 @@
 //! after; beside it, in the same run, the same documents bulk-written straight into a
 //! fresh storage of the same kind (the raw ingest rate the syncer is compared with).
 
+#![allow(clippy::unwrap_used)] // a benchmark stops at its first failure
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -15,7 +15,7 @@ pub const SYNCER_CHECK: &str = "Syncer";
 pub const CLUSTER_CHECK_PREFIX: &str = "Cluster/";
 
 /// The name of a member cluster's check.
-pub fn cluster_check(cluster: &str) -> String {
+pub(crate) fn cluster_check(cluster: &str) -> String {
     format!("{CLUSTER_CHECK_PREFIX}{cluster}")
 }
 
@@ -93,14 +93,14 @@ impl HealthReporter for SyncerCheck {
 
 /// `Cluster/NAME`, one per member cluster, not critical: can its API server be reached
 /// with its credentials now.
-pub struct ClusterCheck {
+pub(crate) struct ClusterCheck {
     name: String,
     progress: Arc<ClusterProgress>,
     client: ClientSeen,
 }
 
 impl ClusterCheck {
-    pub fn new(progress: Arc<ClusterProgress>, client: ClientSeen) -> Self {
+    pub(crate) fn new(progress: Arc<ClusterProgress>, client: ClientSeen) -> Self {
         ClusterCheck {
             name: cluster_check(progress.name()),
             progress,

@@ -14,7 +14,7 @@ use crate::type_status::TypeProgress;
 /// Most distinct values read from storage at once.
 const MAX_TERMS: usize = 10_000;
 
-pub async fn count(
+pub(crate) async fn count(
     storage: &dyn Storage,
     cluster: &str,
     types: &[Arc<TypeProgress>],

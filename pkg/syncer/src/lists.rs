@@ -40,7 +40,7 @@ struct Owed {
 }
 
 #[derive(Debug)]
-pub struct Lists {
+pub(crate) struct Lists {
     owed: Mutex<Owed>,
     progress: Arc<ClusterProgress>,
     /// Bumped on every change, for [`Lists::settled`].
@@ -48,7 +48,7 @@ pub struct Lists {
 }
 
 impl Lists {
-    pub fn new(progress: Arc<ClusterProgress>) -> Self {
+    pub(crate) fn new(progress: Arc<ClusterProgress>) -> Self {
         Lists {
             owed: Mutex::default(),
             progress,
@@ -57,12 +57,12 @@ impl Lists {
     }
 
     /// The watchers about to start list with audit policy `generation`.
-    pub fn generation(&self, generation: u64) {
+    pub(crate) fn generation(&self, generation: u64) {
         self.lock().generation = generation;
     }
 
     /// A watcher starts: its list is owed; the cluster waits for it when `holds`.
-    pub fn start(&self, key: TargetKey, target: &Target, holds: bool) -> Arc<TypeProgress> {
+    pub(crate) fn start(&self, key: TargetKey, target: &Target, holds: bool) -> Arc<TypeProgress> {
         let r = &target.resource;
         let progress = self.progress.watch_type(TypeInfo {
             id: TypeId {
@@ -90,7 +90,7 @@ impl Lists {
     }
 
     /// A watcher's list is in storage.
-    pub fn listed(&self, key: &TargetKey) {
+    pub(crate) fn listed(&self, key: &TargetKey) {
         if let Some(watch) = self.lock().running.get_mut(key) {
             watch.owed = false;
             watch.failing = None;
@@ -100,7 +100,7 @@ impl Lists {
     }
 
     /// A watcher cannot list or watch its type now.
-    pub fn failing(&self, key: &TargetKey, error: TypeError) {
+    pub(crate) fn failing(&self, key: &TargetKey, error: TypeError) {
         if let Some(watch) = self.lock().running.get_mut(key) {
             watch.failing = Some(error);
             watch.progress.set_state(TypeState::Error(error));
@@ -109,7 +109,7 @@ impl Lists {
     }
 
     /// A failing watcher is back: it lists again, or follows changes if it had listed.
-    pub fn resumed(&self, key: &TargetKey) {
+    pub(crate) fn resumed(&self, key: &TargetKey) {
         if let Some(watch) = self.lock().running.get_mut(key) {
             watch.failing = None;
             watch.progress.set_state(if watch.owed {
@@ -122,7 +122,7 @@ impl Lists {
     }
 
     /// A watcher stopped; whatever it owed is no longer owed.
-    pub fn stopped(&self, key: &TargetKey) {
+    pub(crate) fn stopped(&self, key: &TargetKey) {
         let removed = self.lock().running.remove(key);
         if let Some(watch) = removed {
             self.progress.unwatch_type(&watch.progress);
@@ -132,18 +132,18 @@ impl Lists {
 
     /// The targets changed: documents they no longer cover are to be removed once the
     /// new watchers have listed.
-    pub fn owe_sweep(&self) {
+    pub(crate) fn owe_sweep(&self) {
         self.lock().sweep = true;
         self.changed();
     }
 
-    pub fn swept(&self) {
+    pub(crate) fn swept(&self) {
         self.lock().sweep = false;
         self.changed();
     }
 
     /// Every running watcher has listed (or cannot list): what they cover is in storage.
-    pub async fn settled(&self) {
+    pub(crate) async fn settled(&self) {
         let mut changes = self.changes.subscribe();
         loop {
             if !self.lock().running.values().any(Watch::waited_for) {
@@ -157,7 +157,7 @@ impl Lists {
 
     /// After an error, or a change of what is owed: the state the cluster is in. Set
     /// under the lock, so two tasks never leave an older answer last.
-    pub fn refresh(&self) {
+    pub(crate) fn refresh(&self) {
         let owed = self.lock();
         let failing: Vec<TypeError> = owed.running.values().filter_map(|w| w.failing).collect();
         let state = if !owed.running.is_empty() && failing.len() == owed.running.len() {

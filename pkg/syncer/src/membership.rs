@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 /// (which keeps counting while the process is stopped), and which lease that is: a sync
 /// started under a lease since lost stays fenced off after the member joins again.
 #[derive(Debug)]
-pub struct Fence {
+pub(crate) struct Fence {
     base: Instant,
     /// Milliseconds after `base`; 0 = not held.
     until: AtomicU64,
@@ -28,7 +28,7 @@ pub struct Fence {
 }
 
 impl Fence {
-    pub fn new() -> Arc<Fence> {
+    pub(crate) fn new() -> Arc<Fence> {
         Arc::new(Fence {
             base: Instant::now(),
             until: AtomicU64::new(0),
@@ -37,13 +37,13 @@ impl Fence {
     }
 
     /// Whether lease `id` is certainly alive now.
-    pub fn holds(&self, id: i64) -> bool {
+    pub(crate) fn holds(&self, id: i64) -> bool {
         let now = self.base.elapsed().as_millis() as u64;
         self.lease.load(Ordering::Acquire) == id && now < self.until.load(Ordering::Acquire)
     }
 
     /// The lease held now, if it certainly is.
-    pub fn held(&self) -> Option<i64> {
+    pub(crate) fn held(&self) -> Option<i64> {
         let id = self.lease.load(Ordering::Acquire);
         self.holds(id).then_some(id)
     }
@@ -65,11 +65,11 @@ impl Fence {
 }
 
 /// The lease as the supervisor sees it: `None` while not held.
-pub type LeaseSeen = watch::Receiver<Option<MemberLease>>;
+pub(crate) type LeaseSeen = watch::Receiver<Option<MemberLease>>;
 
 /// Joins as `member` and keeps the lease until `stop`; the lease (or `None`) is published
 /// on the returned channel. Never leaves: the supervisor does, after stopping its syncs.
-pub fn keep(
+pub(crate) fn keep(
     metastore: Metastore,
     member: String,
     ttl: Duration,

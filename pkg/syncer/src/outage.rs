@@ -13,10 +13,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// Counts storage recoveries; a cluster sync relists whenever it changes.
-pub type Recoveries = watch::Receiver<u64>;
+pub(crate) type Recoveries = watch::Receiver<u64>;
 
 /// Pings `storage` every `interval` (each ping bounded by it) until `stop`.
-pub fn follow(
+pub(crate) fn follow(
     storage: Arc<dyn Storage>,
     interval: Duration,
     stop: CancellationToken,

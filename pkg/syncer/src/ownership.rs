@@ -30,7 +30,7 @@ pub fn preferred<'a>(members: &'a BTreeSet<String>, cluster: &str) -> Option<&'a
 
 /// What a member does next about its clusters.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Unclaimed clusters it is preferred for.
     pub claim: Vec<String>,
     /// Its claims of clusters another live member is preferred for, or that are no
@@ -40,7 +40,7 @@ pub struct Plan {
 
 /// The plan of member `me`, given the live members, the registered clusters and every
 /// live claim (cluster → owner).
-pub fn plan(
+pub(crate) fn plan(
     me: &str,
     members: &BTreeSet<String>,
     clusters: &BTreeSet<String>,

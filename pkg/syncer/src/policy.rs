@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 /// The ingest policy's content.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Ingest {
+pub(crate) struct Ingest {
     pub audit: AuditConfig,
     /// The relation rules in force (built-in ones included).
     pub relations: Vec<RelationRule>,

@@ -6,7 +6,7 @@ use kube::runtime::watcher;
 
 use crate::type_status::TypeError;
 
-pub fn of_kube(error: &kube::Error) -> Reason {
+pub(crate) fn of_kube(error: &kube::Error) -> Reason {
     match error {
         kube::Error::Api(response) if matches!(response.code, 401 | 403) => Reason::Unauthorized,
         kube::Error::Auth(_) => Reason::Unauthorized,
@@ -15,7 +15,7 @@ pub fn of_kube(error: &kube::Error) -> Reason {
 }
 
 /// What a failed request says of the type it was for.
-pub fn type_error(error: &kube::Error) -> TypeError {
+pub(crate) fn type_error(error: &kube::Error) -> TypeError {
     match error {
         kube::Error::Api(response) => of_status(response.code),
         kube::Error::Auth(_) => TypeError::Unauthorized,
@@ -35,7 +35,7 @@ fn of_status(code: u16) -> TypeError {
 
 /// A watcher's error, as its type's; `None` for what the watcher recovers from by
 /// itself (410 Gone: it relists).
-pub fn of_type(error: &watcher::Error) -> Option<TypeError> {
+pub(crate) fn of_type(error: &watcher::Error) -> Option<TypeError> {
     match error {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
@@ -47,7 +47,7 @@ pub fn of_type(error: &watcher::Error) -> Option<TypeError> {
 }
 
 /// `describe` for a watcher's error.
-pub fn describe_watch(error: &watcher::Error) -> String {
+pub(crate) fn describe_watch(error: &watcher::Error) -> String {
     match error {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)

@@ -23,7 +23,7 @@ pub const DEFAULT_METADATA_RULE: &str = "default-metadata-only";
 /// Types a `*` resource does not select, with why: they change so often, or are so many,
 /// that they would swamp storage, and what they say is found elsewhere. A selector that
 /// names one (`resource: events`) syncs it.
-pub const NOT_BY_WILDCARD: [(&str, &str, &str); 5] = [
+pub(crate) const NOT_BY_WILDCARD: [(&str, &str, &str); 5] = [
     ("", "events", "one per state change of any object, gone after an hour: a stream, not state"),
     ("events.k8s.io", "events", "the same Events under their newer API"),
     (
@@ -42,7 +42,7 @@ pub const NOT_BY_WILDCARD: [(&str, &str, &str); 5] = [
 /// Groups a `*` group does not select, with why: they serve again, under a second name,
 /// objects another group serves, and one object would be two documents fighting over
 /// one id. A selector that names the group syncs it.
-pub const ALIAS_GROUPS: [(&str, &str); 1] = [(
+pub(crate) const ALIAS_GROUPS: [(&str, &str); 1] = [(
     "extensions",
     "its types are served by apps, networking.k8s.io and policy too (Ingresses since 1.14)",
 )];
@@ -90,18 +90,18 @@ pub fn default_rules() -> Vec<SyncRule> {
 
 /// A rule as a cluster sync follows it, with its stored version (none for a built-in).
 #[derive(Debug, Clone, PartialEq)]
-pub struct VersionedRule {
+pub(crate) struct VersionedRule {
     pub rule: SyncRule,
     pub version: Option<i64>,
 }
 
 /// A cluster's rules, as the supervisor hands them to its sync (a change is applied
 /// without restarting it).
-pub type RulesSeen = tokio::sync::watch::Receiver<Arc<Vec<VersionedRule>>>;
+pub(crate) type RulesSeen = tokio::sync::watch::Receiver<Arc<Vec<VersionedRule>>>;
 
 /// The rules that apply to `cluster`, in name order; the built-in ones when none is
 /// stored.
-pub fn rules_for(cluster: &Cluster, stored: &[SyncRule]) -> Vec<SyncRule> {
+pub(crate) fn rules_for(cluster: &Cluster, stored: &[SyncRule]) -> Vec<SyncRule> {
     if stored.is_empty() {
         return default_rules();
     }
@@ -125,7 +125,7 @@ pub fn selects(selector: &ClusterSelector, cluster: &Cluster) -> bool {
 
 /// Kubernetes equality-based selector syntax: `a=b`, `a==b`, `a!=b`, `a`, `!a`, joined by
 /// commas, all of which must hold.
-pub fn label_selector_matches(selector: &str, labels: &BTreeMap<String, String>) -> bool {
+pub(crate) fn label_selector_matches(selector: &str, labels: &BTreeMap<String, String>) -> bool {
     selector
         .split(',')
         .map(str::trim)
@@ -146,7 +146,7 @@ pub fn label_selector_matches(selector: &str, labels: &BTreeMap<String, String>)
 
 /// What one rule asks of each watcher it gives rise to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct WatchOptions {
+pub(crate) struct WatchOptions {
     pub rule: String,
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
@@ -159,7 +159,7 @@ pub struct WatchOptions {
 
 /// One watcher: a resource type, in one namespace or all.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     pub resource: ApiResource,
     pub namespaced: bool,
     pub namespace: Option<String>,
@@ -168,7 +168,7 @@ pub struct Target {
 
 /// Identifies a watcher; a change of options is a different watcher.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TargetKey {
+pub(crate) struct TargetKey {
     pub group: String,
     pub version: String,
     pub plural: String,
@@ -177,7 +177,7 @@ pub struct TargetKey {
 }
 
 impl Target {
-    pub fn key(&self) -> TargetKey {
+    pub(crate) fn key(&self) -> TargetKey {
         TargetKey {
             group: self.resource.group.clone(),
             version: self.resource.version.clone(),
@@ -187,7 +187,7 @@ impl Target {
         }
     }
 
-    pub fn object_type(&self) -> ObjectType {
+    pub(crate) fn object_type(&self) -> ObjectType {
         ObjectType {
             api_version: self.resource.api_version.clone(),
             kind: self.resource.kind.clone(),
@@ -197,7 +197,7 @@ impl Target {
 
 /// A resource as discovery reports it.
 #[derive(Debug, Clone)]
-pub struct Discovered {
+pub(crate) struct Discovered {
     pub resource: ApiResource,
     pub capabilities: ApiCapabilities,
     /// The version a `*` version picks: the group's preferred one when it serves the
@@ -206,7 +206,7 @@ pub struct Discovered {
 }
 
 impl Discovered {
-    pub fn watchable(&self) -> bool {
+    pub(crate) fn watchable(&self) -> bool {
         self.capabilities.supports_operation(verbs::LIST)
             && self.capabilities.supports_operation(verbs::WATCH)
     }
@@ -217,7 +217,11 @@ impl Discovered {
 /// precisely (its resource named over `*`, then its group, then its version), the first
 /// in name order among equals: two watchers of overlapping scopes would purge each
 /// other's documents after their lists.
-pub fn resolve(rules: &[SyncRule], discovered: &[Discovered], ingest: &Arc<Ingest>) -> Vec<Target> {
+pub(crate) fn resolve(
+    rules: &[SyncRule],
+    discovered: &[Discovered],
+    ingest: &Arc<Ingest>,
+) -> Vec<Target> {
     targets(rules, discovered, &claims(rules, discovered), ingest)
 }
 
@@ -225,7 +229,7 @@ pub fn resolve(rules: &[SyncRule], discovered: &[Discovered], ingest: &Arc<Inges
 /// stored before the limits were lowered, or imported), or together more watches than
 /// `watches_per_cluster`. Counted before any target is made, so a hostile rule costs
 /// nothing. `Err` says which limit, in words for the cluster's status and log.
-pub fn resolve_within(
+pub(crate) fn resolve_within(
     rules: &[SyncRule],
     discovered: &[Discovered],
     ingest: &Arc<Ingest>,

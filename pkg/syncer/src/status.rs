@@ -39,7 +39,7 @@ impl SyncState {
 
 /// One cluster's progress, as its tasks report it.
 #[derive(Debug)]
-pub struct ClusterProgress {
+pub(crate) struct ClusterProgress {
     name: String,
     state: RwLock<SyncState>,
     /// Set once the first full list of every watcher is in storage.
@@ -115,18 +115,18 @@ impl ClusterProgress {
         progress
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    pub fn state(&self) -> SyncState {
+    pub(crate) fn state(&self) -> SyncState {
         self.state
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    pub fn set_state(&self, state: SyncState) {
+    pub(crate) fn set_state(&self, state: SyncState) {
         // Stopping the watchers of refused rules reports an empty cluster as synced.
         let state = match (&state, self.refused().is_some()) {
             (SyncState::Error(_), _) | (_, false) => state,
@@ -167,18 +167,18 @@ impl ClusterProgress {
 
     /// Done with the first list, or unable to start it: either way it no longer holds up
     /// readiness (a dead member cluster fails its own non-critical check instead).
-    pub fn settled(&self) -> bool {
+    pub(crate) fn settled(&self) -> bool {
         self.initially_synced.load(Ordering::SeqCst) || matches!(self.state(), SyncState::Error(_))
     }
 
-    pub fn event_seen(&self) {
+    pub(crate) fn event_seen(&self) {
         let now = OffsetDateTime::now_utc();
         let ms = (now.unix_timestamp_nanos() / 1_000_000) as i64;
         self.last_event_ms.store(ms, Ordering::Relaxed);
         self.metrics.last_event(&self.name, now);
     }
 
-    pub fn objects_written(&self, n: usize) {
+    pub(crate) fn objects_written(&self, n: usize) {
         self.wrote();
         self.objects.fetch_add(n as u64, Ordering::Relaxed);
         self.metrics.objects_written(&self.name, n);
@@ -241,11 +241,11 @@ impl ClusterProgress {
     }
 
     /// What the cluster's health check learnt of its API server.
-    pub fn server_answered(&self, version: String, latency_ms: u64) {
+    pub(crate) fn server_answered(&self, version: String, latency_ms: u64) {
         *self.server.write().unwrap_or_else(PoisonError::into_inner) = Some((version, latency_ms));
     }
 
-    pub fn snapshot(&self) -> ClusterSnapshot {
+    pub(crate) fn snapshot(&self) -> ClusterSnapshot {
         let ms = self.last_event_ms.load(Ordering::Relaxed);
         let server = self
             .server

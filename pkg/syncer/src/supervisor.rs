@@ -31,7 +31,7 @@ use crate::rules::{rules_for, VersionedRule};
 use crate::status::{Share, SyncStatus};
 use crate::SyncSettings;
 
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     pub metastore: Metastore,
     pub storage: Arc<dyn Storage>,
     pub health: HealthChecker,
@@ -84,7 +84,7 @@ struct State {
 }
 
 impl Supervisor {
-    pub async fn run(self, stop: CancellationToken) {
+    pub(crate) async fn run(self, stop: CancellationToken) {
         let fence = Fence::new();
         // Stopped after the syncs, so the lease outlives every write.
         let keeper = CancellationToken::new();

@@ -20,10 +20,10 @@ const MAX_TERMS: usize = 10_000;
 /// Types (by apiVersion and kind) the targets watch, each in every namespace (`None`) or
 /// in some.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Coverage(BTreeMap<(String, String), Option<BTreeSet<String>>>);
+pub(crate) struct Coverage(BTreeMap<(String, String), Option<BTreeSet<String>>>);
 
 impl Coverage {
-    pub fn of<'a>(targets: impl IntoIterator<Item = &'a Target>) -> Coverage {
+    pub(crate) fn of<'a>(targets: impl IntoIterator<Item = &'a Target>) -> Coverage {
         let mut covered: BTreeMap<(String, String), Option<BTreeSet<String>>> = BTreeMap::new();
         for target in targets {
             let key = (
@@ -48,7 +48,7 @@ impl Coverage {
 
 /// Removes `cluster`'s documents written before `before` that `coverage` does not cover;
 /// how many.
-pub async fn sweep(
+pub(crate) async fn sweep(
     storage: &dyn Storage,
     cluster: &str,
     coverage: &Coverage,

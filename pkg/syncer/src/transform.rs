@@ -18,7 +18,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The type of the objects a watcher sees: list items often lack `apiVersion` and
 /// `kind`, so they come from discovery.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ObjectType {
+pub(crate) struct ObjectType {
     pub api_version: String,
     pub kind: String,
 }
@@ -31,14 +31,14 @@ impl ObjectType {
 
 /// How one rule's objects are stored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct Trimmer {
+pub(crate) struct Trimmer {
     metadata_only: bool,
     /// Each path split on dots.
     paths: Vec<Vec<String>>,
 }
 
 impl Trimmer {
-    pub fn new(transform: &Transform) -> Self {
+    pub(crate) fn new(transform: &Transform) -> Self {
         Trimmer {
             metadata_only: transform.mode == TransformMode::MetadataOnly,
             paths: transform
@@ -51,7 +51,7 @@ impl Trimmer {
 
     /// The document for `object`, with its audit findings; `None` when it has no uid (not
     /// a stored object).
-    pub fn document(
+    pub(crate) fn document(
         &self,
         cluster: &str,
         kind: &ObjectType,

@@ -5,6 +5,8 @@
 //! narrowed, widened, retargeted and deleted leaves storage equal to what the rules
 //! select; the built-in rules pick up a custom resource whose CRD comes later.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -25,7 +25,7 @@ const VALIDATE_TIMEOUT: Duration = Duration::from_secs(5);
 /// `sanitizedClusterContent`) and karpor's (`currentContext`, `contexts`).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct UploadView {
+pub(super) struct UploadView {
     pub file_name: String,
     pub file_size: usize,
     /// The uploaded text as sent: the uploader's own file, for the register form (Karpor's
@@ -39,7 +39,7 @@ pub struct UploadView {
 
 #[derive(ToSchema)]
 #[allow(dead_code)] // the multipart form, for the document only
-pub struct UploadForm {
+pub(super) struct UploadForm {
     /// The kubeconfig file (at most 2 MiB).
     #[schema(format = Binary, content_media_type = "application/octet-stream")]
     file: String,
@@ -114,7 +114,7 @@ pub(crate) async fn upload(mut form: Multipart) -> ApiResult {
 /// A kubeconfig to check (or the kubeconfig itself as a `text/plain` body).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ValidateBody {
+pub(super) struct ValidateBody {
     #[schema(example = json!(EXAMPLE_KUBECONFIG))]
     pub kube_config: String,
     pub context: Option<String>,
@@ -123,7 +123,7 @@ pub struct ValidateBody {
 /// What the API server said.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ValidateView {
+pub(super) struct ValidateView {
     pub summary: Summary,
     pub git_version: String,
     pub platform: String,

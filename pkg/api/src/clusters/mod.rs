@@ -28,7 +28,7 @@ use crate::openapi::{Errors, NamePath};
 use crate::params::{lenient_bool, Format};
 use crate::{AppState, Role};
 
-pub use view::ClusterView;
+pub(crate) use view::ClusterView;
 
 /// The document's example: a kubeconfig whose server is closed.
 const EXAMPLE_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: example}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
@@ -52,7 +52,7 @@ pub(crate) fn routes() -> Routes {
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
-pub struct ListParams {
+pub(crate) struct ListParams {
     /// `true`: answer the health summary (`totalCount`, `healthyCount`, ...) instead of
     /// the list. Read as Karpor reads booleans: anything but `1`/`t`/`true` is false.
     #[serde(default, deserialize_with = "lenient_bool")]
@@ -72,7 +72,7 @@ pub struct ListParams {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ClusterList {
+pub(crate) struct ClusterList {
     pub items: Vec<ClusterView>,
     pub total: usize,
 }
@@ -80,7 +80,7 @@ pub struct ClusterList {
 /// Karpor's `?summary=true` answer: which clusters are healthy.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterSummary {
+pub(crate) struct ClusterSummary {
     pub total_count: usize,
     pub healthy_count: usize,
     pub healthy_clusters: Vec<String>,
@@ -91,7 +91,7 @@ pub struct ClusterSummary {
 /// The list, or with `summary=true` the health summary.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum ClusterListAnswer {
+pub(crate) enum ClusterListAnswer {
     List(ClusterList),
     Summary(ClusterSummary),
 }
@@ -99,7 +99,7 @@ pub enum ClusterListAnswer {
 /// A cluster's body; `kubeConfig` is required to create.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClusterBody {
+pub(crate) struct ClusterBody {
     /// The path's name, which Karpor's page sends again; another name is refused.
     pub name: Option<String>,
     pub display_name: Option<String>,
@@ -157,14 +157,14 @@ impl ClusterBody {
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct ContextParam {
+pub(crate) struct ContextParam {
     /// The kubeconfig's context to keep (over the body's `context`).
     pub context: Option<String>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct FormatParam {
+pub(crate) struct FormatParam {
     /// `yaml`: `data` is the cluster as a YAML string.
     pub format: Option<String>,
 }

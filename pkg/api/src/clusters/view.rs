@@ -19,14 +19,14 @@ use utoipa::ToSchema;
 use crate::AppState;
 
 /// Karpor's Cluster resource group and version.
-pub const CLUSTER_API_VERSION: &str = "cluster.karpor.io/v1beta1";
+pub(super) const CLUSTER_API_VERSION: &str = "cluster.karpor.io/v1beta1";
 
 /// How long a cluster's document count may take before it is answered unknown.
 const COUNT_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterView {
+pub(crate) struct ClusterView {
     /// `cluster.karpor.io/v1beta1`, as Karpor.
     pub api_version: &'static str,
     /// `Cluster`.
@@ -55,7 +55,7 @@ pub struct ClusterView {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterMetadata {
+pub(crate) struct ClusterMetadata {
     pub name: String,
     #[serde(with = "time::serde::rfc3339::option")]
     #[schema(value_type = Option<String>, format = DateTime)]
@@ -67,7 +67,7 @@ pub struct ClusterMetadata {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterSpec {
+pub(crate) struct ClusterSpec {
     /// Always empty: karpor does not know providers.
     pub provider: String,
     pub access: ClusterAccess,
@@ -77,7 +77,7 @@ pub struct ClusterSpec {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterAccess {
+pub(crate) struct ClusterAccess {
     /// The API server's URL, without user-info.
     pub endpoint: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -88,7 +88,7 @@ pub struct ClusterAccess {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Credential {
+pub(crate) struct Credential {
     /// `ServiceAccountToken`, `X509Certificate` or `OIDC` (an exec plugin), as Karpor
     /// names them; `Basic` or `None` otherwise.
     #[serde(rename = "type")]
@@ -97,7 +97,7 @@ pub struct Credential {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterStatus {
+pub(crate) struct ClusterStatus {
     /// Whether the cluster answers its syncer; absent while not known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
@@ -106,7 +106,7 @@ pub struct ClusterStatus {
 /// A cluster's sync status.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct SyncView {
+pub(crate) struct SyncView {
     /// `pending`, `syncing`, `synced`, `error`, or `unknown` (the syncer runs in another
     /// process, or has not picked the cluster up yet).
     pub state: String,
@@ -137,7 +137,7 @@ pub struct SyncView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RuleInForceView {
+pub(crate) struct RuleInForceView {
     pub name: String,
     pub version: Option<i64>,
 }
@@ -145,7 +145,7 @@ pub struct RuleInForceView {
 /// One watched type of a cluster.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct TypeView {
+pub(crate) struct TypeView {
     pub group: String,
     pub version: String,
     pub kind: String,
@@ -198,7 +198,7 @@ fn credential_kind(auth_kind: &str) -> &'static str {
 }
 
 /// The `spec.access` of a kubeconfig's selected context.
-pub fn access(summary: &Summary) -> ClusterAccess {
+pub(super) fn access(summary: &Summary) -> ClusterAccess {
     ClusterAccess {
         endpoint: summary.server.clone(),
         insecure: summary.insecure_skip_tls_verify.then_some(true),
@@ -209,7 +209,7 @@ pub fn access(summary: &Summary) -> ClusterAccess {
 }
 
 /// The Cluster resource Karpor would make of a kubeconfig (for an upload's answer).
-pub fn resource_yaml(
+pub(super) fn resource_yaml(
     name: &str,
     display_name: &str,
     description: &str,
@@ -232,7 +232,7 @@ pub fn resource_yaml(
 }
 
 /// A cluster as answered; `with_kubeconfig` adds the masked kubeconfig (admins).
-pub async fn view(
+pub(super) async fn view(
     state: &AppState,
     cluster: &Stored<Cluster>,
     with_kubeconfig: bool,

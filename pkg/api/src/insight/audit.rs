@@ -29,7 +29,7 @@ const MAX_GROUPS: usize = 256;
 #[allow(dead_code)] // for the document only
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
-pub struct AuditParams {
+pub(super) struct AuditParams {
     #[serde(rename = "forceNew")]
     #[param(value_type = Option<String>)]
     pub force_new: Option<String>,
@@ -37,7 +37,7 @@ pub struct AuditParams {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct AuditData {
+pub(super) struct AuditData {
     /// Findings in the scope.
     pub issue_total: u64,
     /// Audited resources in the scope, clean ones included.
@@ -50,7 +50,7 @@ pub struct AuditData {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct IssueGroup {
+pub(super) struct IssueGroup {
     pub issue: Issue,
     /// The first resources with the finding (at most 100).
     pub resource_groups: Vec<ResourceRef>,
@@ -60,7 +60,7 @@ pub struct IssueGroup {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Issue {
+pub(super) struct Issue {
     pub scanner: &'static str,
     /// `High`, `Medium` or `Low`, as the policy in force when it was found set it.
     pub severity: String,
@@ -75,7 +75,7 @@ pub struct Issue {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ResourceRef {
+pub(super) struct ResourceRef {
     pub cluster: String,
     pub api_version: String,
     pub kind: String,
@@ -86,7 +86,7 @@ pub struct ResourceRef {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ScoreData {
+pub(super) struct ScoreData {
     /// 0 to 100: the mean of each resource's `100·exp(−0.04·p − 0.06·s)` (p findings,
     /// s the sum of their weights: Low 1, Medium 2, High 3); 100 with no resources.
     pub score: f64,

@@ -22,7 +22,7 @@ use crate::AppState;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct DetailParams {
+pub(super) struct DetailParams {
     /// `yaml`: `data` is the object's YAML as a string.
     pub format: Option<String>,
     /// `true`: read from the cluster now (its answer, or 404 when it has no such object;
@@ -35,7 +35,7 @@ pub struct DetailParams {
 /// Where an answered object came from.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Provenance {
+pub(super) struct Provenance {
     pub cluster: String,
     /// `stored` (the syncer's copy) or `live` (read from the cluster for this answer).
     pub source: &'static str,

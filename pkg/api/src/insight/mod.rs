@@ -30,7 +30,7 @@ pub(crate) fn routes() -> Routes {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Stats {
+pub(crate) struct Stats {
     pub cluster_count: usize,
     pub resource_count: u64,
     pub resource_group_rule_count: usize,

@@ -29,7 +29,7 @@ const MAX_OBJECTS: u64 = 200_000;
 
 /// A term and how many documents have it.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Count {
+pub(super) struct Count {
     pub key: String,
     pub count: u64,
 }
@@ -37,7 +37,7 @@ pub struct Count {
 /// One of Karpor's answers, by the locator's scope.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
-pub enum SummaryAnswer {
+pub(super) enum SummaryAnswer {
     Cluster(ClusterDetail),
     Resource(ResourceSummary),
     Gvk(GvkSummary),
@@ -49,7 +49,7 @@ pub enum SummaryAnswer {
 /// pods request (karpor reads no live metrics: `metricsEnabled` is false).
 #[derive(Debug, Default, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterDetail {
+pub(super) struct ClusterDetail {
     pub node_count: usize,
     /// The API server's version at its last health check (empty when unknown here).
     pub server_version: String,
@@ -82,14 +82,14 @@ pub struct ClusterDetail {
 
 /// Karpor's metric history (karpor keeps none: always empty).
 #[derive(Debug, Default, Serialize, ToSchema)]
-pub struct Metrics {
+pub(super) struct Metrics {
     #[schema(value_type = Vec<Object>)]
     pub points: Vec<Value>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ResourceSummary {
+pub(super) struct ResourceSummary {
     pub resource: ResourceRef,
     #[serde(with = "time::serde::rfc3339::option")]
     #[schema(value_type = Option<String>, format = DateTime)]
@@ -104,7 +104,7 @@ pub struct ResourceSummary {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ResourceRef {
+pub(super) struct ResourceRef {
     pub cluster: String,
     pub api_version: String,
     pub kind: String,
@@ -119,7 +119,7 @@ pub struct ResourceRef {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct GvkSummary {
+pub(super) struct GvkSummary {
     pub cluster: String,
     pub group: String,
     pub version: String,
@@ -132,7 +132,7 @@ pub struct GvkSummary {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct NamespaceSummary {
+pub(super) struct NamespaceSummary {
     pub cluster: String,
     pub namespace: String,
     /// The five commonest types, as `Kind.apiVersion`.
@@ -145,7 +145,7 @@ pub struct NamespaceSummary {
 /// Any other scope: the locator's fields and the commonest types.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct CustomSummary {
+pub(super) struct CustomSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

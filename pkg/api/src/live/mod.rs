@@ -5,7 +5,7 @@
 //! ([`bounds`]); every answered object is redacted from what it is; a cluster that does
 //! not answer is a 503.
 
-pub mod bounds;
+pub(crate) mod bounds;
 pub(crate) mod object;
 
 use std::convert::Infallible;
@@ -219,7 +219,7 @@ pub(crate) async fn events(
 /// Karpor's event of the stream.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct StreamedEvent {
+pub(crate) struct StreamedEvent {
     #[serde(rename = "type")]
     pub kind: String,
     pub reason: String,
@@ -232,7 +232,7 @@ pub struct StreamedEvent {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
-pub struct StreamParams {
+pub(crate) struct StreamParams {
     #[serde(default, deserialize_with = "names::optional")]
     #[param(value_type = Option<String>)]
     pub kind: Option<KindName>,

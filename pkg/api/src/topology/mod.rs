@@ -38,7 +38,7 @@ const DEFAULT_HOPS: usize = 2;
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
-pub struct TopologyParams {
+pub(crate) struct TopologyParams {
     /// A resource's graph: how many hops out, up its parents and down its children (1 to
     /// 5, default 2).
     pub hops: Option<String>,
@@ -52,7 +52,7 @@ pub struct TopologyParams {
 /// Karpor's `ResourceGroup` as topology answers it.
 #[derive(Debug, Clone, Default, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ResourceGroup {
+pub(crate) struct ResourceGroup {
     pub cluster: String,
     pub api_version: String,
     pub kind: String,
@@ -65,7 +65,7 @@ pub struct ResourceGroup {
 /// One object of a resource's graph (Karpor's `ResourceTopology`).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ResourceNode {
+pub(crate) struct ResourceNode {
     pub resource_group: ResourceGroup,
     /// Node ids (`GROUP/VERSION.KIND:NAMESPACE.NAME`) of what owns, selects or names it.
     pub parents: Vec<String>,
@@ -76,7 +76,7 @@ pub struct ResourceNode {
 /// One kind of a namespace's or a cluster's graph (Karpor's `ClusterTopology`).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct KindNode {
+pub(crate) struct KindNode {
     pub resource_group: ResourceGroup,
     pub count: u64,
     /// Other kinds' ids (`GROUP.VERSION.KIND`) and whether each is a `parent` or a `child`.

@@ -41,7 +41,7 @@ pub(crate) fn node_id(d: &ResourceDocument) -> String {
 
 impl Graph {
     /// Karpor's `{nodeId: {resourceGroup, parents, children}}`.
-    pub fn nodes(&self) -> BTreeMap<String, ResourceNode> {
+    pub(crate) fn nodes(&self) -> BTreeMap<String, ResourceNode> {
         let id = |doc: &str| self.objects.get(doc).map(node_id).unwrap_or_default();
         self.objects
             .iter()

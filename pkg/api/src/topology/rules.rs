@@ -31,7 +31,7 @@ pub(crate) fn routes() -> Routes {
 /// A rule as the API answers it.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RuleView {
+pub(super) struct RuleView {
     /// `{name, description, enabled, parent: {group, kind}, child: {group, kind},
     /// childClusterScoped, relation: {type: ownerReference|selector|reference, ...}}`.
     #[schema(value_type = Object)]
@@ -50,7 +50,7 @@ pub struct RuleView {
 /// A rule's body: as the rule, with the name optional (the path's).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RuleBody {
+pub(super) struct RuleBody {
     pub name: Option<String>,
     #[serde(default)]
     pub description: String,
@@ -72,7 +72,7 @@ fn enabled() -> bool {
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct VersionParam {
+pub(super) struct VersionParam {
     /// Write only if the stored rule is at this version (409 otherwise).
     pub version: Option<i64>,
 }

@@ -3,7 +3,7 @@
 use karpor_audit::{audit, AuditConfig, Finding};
 use serde_json::{json, Value};
 
-pub fn clean_container(name: &str) -> Value {
+pub(crate) fn clean_container(name: &str) -> Value {
     json!({
         "name": name,
         "image": "registry.example.com:5000/shop/web:1.4.2",
@@ -21,7 +21,7 @@ pub fn clean_container(name: &str) -> Value {
     })
 }
 
-pub fn clean_pod_spec() -> Value {
+pub(crate) fn clean_pod_spec() -> Value {
     json!({
         "serviceAccountName": "web",
         "securityContext": {
@@ -32,7 +32,7 @@ pub fn clean_pod_spec() -> Value {
     })
 }
 
-pub fn clean_pod() -> Value {
+pub(crate) fn clean_pod() -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -42,12 +42,12 @@ pub fn clean_pod() -> Value {
 }
 
 /// `value` with `pointer` (JSON pointer) set to `to`, creating objects on the way.
-pub fn with(mut value: Value, pointer: &str, to: Value) -> Value {
+pub(crate) fn with(mut value: Value, pointer: &str, to: Value) -> Value {
     set(&mut value, pointer, to);
     value
 }
 
-pub fn set(value: &mut Value, pointer: &str, to: Value) {
+pub(crate) fn set(value: &mut Value, pointer: &str, to: Value) {
     let mut at = value;
     for key in pointer.trim_start_matches('/').split('/') {
         at = match at {
@@ -67,21 +67,21 @@ pub fn set(value: &mut Value, pointer: &str, to: Value) {
     *at = to;
 }
 
-pub fn findings(object: &Value) -> Vec<Finding> {
+pub(crate) fn findings(object: &Value) -> Vec<Finding> {
     audit(object, &AuditConfig::default())
 }
 
-pub fn ids(findings: &[Finding]) -> Vec<&str> {
+pub(crate) fn ids(findings: &[Finding]) -> Vec<&str> {
     findings.iter().map(|f| f.rule.as_str()).collect()
 }
 
 /// The ids of `object`'s findings with the default config.
-pub fn rule_ids(object: &Value) -> Vec<String> {
+pub(crate) fn rule_ids(object: &Value) -> Vec<String> {
     findings(object).into_iter().map(|f| f.rule).collect()
 }
 
 /// A workload of `kind` around `pod_spec`, its template at the kind's place.
-pub fn workload(api_version: &str, kind: &str, pod_spec: Value) -> Value {
+pub(crate) fn workload(api_version: &str, kind: &str, pod_spec: Value) -> Value {
     let template = json!({"metadata": {"labels": {"app": "web"}}, "spec": pod_spec});
     let spec = if kind == "CronJob" {
         json!({"schedule": "* * * * *", "jobTemplate": {"spec": {"template": template}}})

@@ -1,5 +1,7 @@
 //! karpor-audit through its public API, one test binary of modules.
 
+#![allow(clippy::unwrap_used)] // a test fails by panicking
+
 mod fixtures;
 
 mod config;

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::fixtures::{clean_pod_spec, with, workload};
 
-pub fn deployment(replicas: i32, labels: Value) -> Value {
+pub(crate) fn deployment(replicas: i32, labels: Value) -> Value {
     let object = with(
         workload("apps/v1", "Deployment", clean_pod_spec()),
         "/spec/replicas",

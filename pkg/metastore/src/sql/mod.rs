@@ -28,8 +28,8 @@ use crate::store::{
 };
 use crate::StoreError;
 
-pub use mysql::connect_mysql;
-pub use sqlite::open_sqlite;
+pub(crate) use mysql::connect_mysql;
+pub(crate) use sqlite::open_sqlite;
 
 /// Another process may write (a server and a syncer share MySQL): the feed polls this
 /// often; writes in this process wake it at once.
@@ -54,7 +54,7 @@ macro_rules! on_pool {
     };
 }
 
-pub struct SqlStore {
+pub(crate) struct SqlStore {
     pool: Pool,
     backend: &'static str,
     /// Wakes this process's watchers after a write.

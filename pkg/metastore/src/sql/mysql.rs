@@ -22,7 +22,7 @@ static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
 const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(500);
 const DIAGNOSE_TIMEOUT: Duration = Duration::from_millis(400);
 
-pub async fn connect_mysql(url: &SecretSource) -> Result<SqlStore, StoreError> {
+pub(crate) async fn connect_mysql(url: &SecretSource) -> Result<SqlStore, StoreError> {
     let url = url.resolve()?;
     // The URL holds the password: say what is wrong without echoing it.
     let options = MySqlConnectOptions::from_str(url.expose()).map_err(|_| {

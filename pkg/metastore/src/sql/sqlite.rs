@@ -6,7 +6,7 @@ use crate::StoreError;
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// Opens the embedded default (WAL mode) and brings its schema up to date.
-pub async fn open_sqlite(path: &Path) -> Result<SqlStore, StoreError> {
+pub(crate) async fn open_sqlite(path: &Path) -> Result<SqlStore, StoreError> {
     let pool = karpor_core::sqlite::open_pool(path, 4)
         .await
         .map_err(StoreError::Misconfigured)?;

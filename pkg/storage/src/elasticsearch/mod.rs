@@ -40,7 +40,7 @@ const MAX_WINDOW: u64 = 10_000;
 /// A write refused by external versioning: the stored version is newer (fenced).
 const VERSION_CONFLICT: u16 = 409;
 
-pub struct ElasticStorage {
+pub(crate) struct ElasticStorage {
     client: Elasticsearch,
     index: String,
     refresh: RefreshPolicy,
@@ -189,7 +189,7 @@ enum BulkFailure {
 }
 
 impl ElasticStorage {
-    pub fn new(config: &ElasticConfig) -> Result<Self, StorageError> {
+    pub(crate) fn new(config: &ElasticConfig) -> Result<Self, StorageError> {
         let url = url::Url::parse(&config.url)
             .map_err(|e| StorageError::Misconfigured(format!("storage.url is not a URL: {e}")))?;
         let mut transport = TransportBuilder::new(SingleNodeConnectionPool::new(url))

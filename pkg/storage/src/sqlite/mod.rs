@@ -21,7 +21,7 @@ use translate::{filter, keywords, order, sort_column, Param, Sql};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
-pub struct SqliteStorage {
+pub(crate) struct SqliteStorage {
     pool: SqlitePool,
 }
 
@@ -88,7 +88,7 @@ async fn open_pool(path: &Path) -> Result<SqlitePool, String> {
 }
 
 impl SqliteStorage {
-    pub async fn open(path: &Path) -> Result<Self, StorageError> {
+    pub(crate) async fn open(path: &Path) -> Result<Self, StorageError> {
         let pool = open_pool(path).await.map_err(StorageError::Misconfigured)?;
         MIGRATIONS.run(&pool).await.map_err(|e| {
             StorageError::Misconfigured(format!("migrating {}: {e}", path.display()))
