@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::config::{LogFormat, LogLevel};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "karpor",
@@ -394,30 +396,14 @@ pub(crate) struct CommonArgs {
     /// Log level of karpor's own lines, over `log.level` (`RUST_LOG` filters every
     /// library too).
     #[arg(long, value_enum)]
-    pub log_level: Option<LogLevelArg>,
+    pub log_level: Option<LogLevel>,
     /// Log format, over `log.format`.
     #[arg(long, value_enum)]
-    pub log_format: Option<LogFormatArg>,
+    pub log_format: Option<LogFormat>,
     /// Once listening, write the bound address (`host:port`) to this file: what a script
     /// or test that asked for port 0 needs to know.
     #[arg(long)]
     pub address_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub(crate) enum LogFormatArg {
-    Text,
-    Json,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub(crate) enum LogLevelArg {
-    Error,
-    Warn,
-    Info,
-    Debug,
-    Trace,
-    Off,
 }
 
 #[derive(Debug, Args)]

@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::app::{Application, Mode};
-use crate::args::{Cli, Command, CommonArgs, LogFormatArg, LogLevelArg, MetadataCommand};
-use crate::config::{self, LogFormat, Overrides};
+use crate::args::{Cli, Command, CommonArgs, MetadataCommand};
+use crate::config::{self, Overrides};
 use crate::{client, health_cmd, metadata_cmd, shutdown, telemetry};
 
 /// Exit status of a config error (and of a command-line error, as clap does).
@@ -96,21 +96,8 @@ fn run_metadata(command: MetadataCommand) -> ExitCode {
 fn overrides(args: &CommonArgs) -> Overrides {
     Overrides {
         listen: None,
-        log_level: args.log_level.map(|level| {
-            match level {
-                LogLevelArg::Error => "error",
-                LogLevelArg::Warn => "warn",
-                LogLevelArg::Info => "info",
-                LogLevelArg::Debug => "debug",
-                LogLevelArg::Trace => "trace",
-                LogLevelArg::Off => "off",
-            }
-            .to_owned()
-        }),
-        log_format: args.log_format.map(|f| match f {
-            LogFormatArg::Text => LogFormat::Text,
-            LogFormatArg::Json => LogFormat::Json,
-        }),
+        log_level: args.log_level,
+        log_format: args.log_format,
     }
 }
 

@@ -10,7 +10,7 @@ use tracing_subscriber::field::{MakeVisitor, VisitFmt, VisitOutput};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{LogConfig, LogFormat};
+use crate::config::{LogConfig, LogFormat, LogLevel};
 
 /// Libraries' lines below this are left out unless `RUST_LOG` asks for them.
 const LIBRARIES: &str = "warn";
@@ -19,13 +19,14 @@ const LIBRARIES: &str = "warn";
 const QUIET: &str = "kube_client::client::builder=off";
 
 /// The filter: `RUST_LOG` when set, else `log.level` for karpor's own crates.
-fn filter(level: &str) -> EnvFilter {
-    EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{LIBRARIES},karpor={level},{QUIET}")))
+fn filter(level: LogLevel) -> EnvFilter {
+    EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(format!("{LIBRARIES},karpor={},{QUIET}", level.as_str()))
+    })
 }
 
 pub(crate) fn init(config: &LogConfig) {
-    let filter = filter(&config.level);
+    let filter = filter(config.level);
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_ansi(std::io::stderr().is_terminal())

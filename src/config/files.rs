@@ -5,11 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
+use karpor_config::ConfigIssue;
 use karpor_core::trusted::{self, Trusted};
 use karpor_metastore::MetastoreConfig;
 use karpor_storage::StorageConfig;
 
-use super::{Config, ConfigError};
+use super::Config;
 
 /// A path karpor trusts, the config key that places it, and what it is.
 struct Place {
@@ -21,14 +22,11 @@ struct Place {
 
 impl Config {
     /// Refuses the first untrusted place, naming its key, its path and the fix.
-    pub(super) fn check_files(&self, origin: &str) -> Result<(), ConfigError> {
+    pub(super) fn check_files(&self) -> Result<(), ConfigIssue> {
         let user = trusted::User::current();
         for place in self.trusted_places() {
             if let Err(problem) = trusted::check(&place.path, place.kind, place.what, &user) {
-                return Err(ConfigError(format!(
-                    "{origin}: key `{}`: {problem}",
-                    place.key
-                )));
+                return Err(ConfigIssue::new(place.key, problem));
             }
         }
         Ok(())
@@ -136,13 +134,13 @@ mod tests {
                 ("metadata.path", "metadata key file"),
             ]
         );
-        assert_eq!(config.check_files("karpor.yaml"), Ok(()));
+        assert_eq!(config.check_files(), Ok(()));
         let data = dir.path().join("data");
         std::fs::create_dir(&data).unwrap();
         chmod(&data, 0o777);
-        let refused = config.check_files("karpor.yaml").unwrap_err().0;
+        let refused = config.check_files().unwrap_err().to_string();
         assert!(
-            refused.starts_with("karpor.yaml: key `metadata.path`: data directory "),
+            refused.starts_with("key `metadata.path`: data directory "),
             "{refused}"
         );
         assert!(
@@ -152,7 +150,7 @@ mod tests {
         chmod(&data, 0o700);
         std::fs::write(data.join("metadata.key"), "k").unwrap();
         chmod(&data.join("metadata.key"), 0o666);
-        let refused = config.check_files("karpor.yaml").unwrap_err().0;
+        let refused = config.check_files().unwrap_err().to_string();
         assert!(refused.contains("metadata key file"), "{refused}");
     }
 

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 use figment::error::Kind;
 use figment::providers::{Env, Format, Serialized, Yaml};
 use figment::{Figment, Source};
+use karpor_config::ConfigIssue;
 
-use super::{Config, LogFormat, SECTIONS};
+use super::{Config, LogFormat, LogLevel, SECTIONS};
 
 pub(super) const DEFAULT_CONFIG_PATH: &str = "config/karpor.yaml";
 
@@ -13,14 +14,61 @@ pub(super) const DEFAULT_CONFIG_PATH: &str = "config/karpor.yaml";
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Overrides {
     pub listen: Option<SocketAddr>,
-    pub log_level: Option<String>,
+    pub log_level: Option<LogLevel>,
     pub log_format: Option<LogFormat>,
 }
 
-/// A config problem: one line that names the file (or variable) and the key.
+/// A config problem: where it was found (the file, `environment`, or the built-in
+/// defaults), the key when there is one, and what is wrong. Printed as one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("config error: {0}")]
-pub(crate) struct ConfigError(pub String);
+pub(crate) struct ConfigError {
+    origin: String,
+    key: Option<String>,
+    problem: String,
+}
+
+impl ConfigError {
+    /// A problem with the key's value, as a section's `validate()` found it.
+    pub(super) fn in_file(origin: &str, issue: ConfigIssue) -> Self {
+        ConfigError {
+            origin: origin.to_owned(),
+            key: Some(issue.key().to_owned()),
+            problem: issue.problem().to_owned(),
+        }
+    }
+
+    /// A problem of the whole source: it cannot be read, or is not YAML.
+    fn whole(origin: &str, problem: impl std::fmt::Display) -> Self {
+        ConfigError {
+            origin: origin.to_owned(),
+            key: None,
+            problem: problem.to_string(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    #[cfg(test)]
+    pub(super) fn problem(&self) -> &str {
+        &self.problem
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.key {
+            Some(key) => write!(
+                f,
+                "config error: {}: key `{key}`: {}",
+                self.origin, self.problem
+            ),
+            None => write!(f, "config error: {}: {}", self.origin, self.problem),
+        }
+    }
+}
 
 /// Reads the config: the file (`path`, or `config/karpor.yaml` when it exists, or the
 /// built-in embedded default), then `KARPOR_SECTION__KEY` variables, then the flags; then
@@ -44,7 +92,10 @@ pub(crate) fn load(
         }
         Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
-            return Err(ConfigError(format!("cannot read {}: {e}", path.display())));
+            return Err(ConfigError::whole(
+                &path.display().to_string(),
+                format_args!("cannot read: {e}"),
+            ));
         }
     };
     // Only `KARPOR_SECTION__KEY`: a client's settings (`KARPOR_SERVER`, `KARPOR_TOKEN`)
@@ -61,7 +112,7 @@ pub(crate) fn load(
     if let Some(listen) = overrides.listen {
         figment = figment.merge(Serialized::default("server.listen", listen));
     }
-    if let Some(level) = &overrides.log_level {
+    if let Some(level) = overrides.log_level {
         figment = figment.merge(Serialized::default("log.level", level));
     }
     if let Some(format) = overrides.log_format {
@@ -109,9 +160,9 @@ fn describe(error: figment::Error, origin: &str) -> ConfigError {
         other => other.to_string(),
     };
     if key.is_empty() {
-        return ConfigError(format!("{source}: {what}"));
+        return ConfigError::whole(&source, what);
     }
-    ConfigError(format!("{source}: key `{key}`: {what}"))
+    ConfigError::in_file(&source, ConfigIssue::new(key, what))
 }
 
 fn join(path: &str, key: &str) -> String {

@@ -11,6 +11,7 @@ mod validate;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use clap::ValueEnum;
 use karpor_api::{AuthConfig, LimitsConfig};
 use karpor_audit::AuditConfig;
 use karpor_core::SecretSource;
@@ -86,32 +87,50 @@ impl Default for ServerConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct LogConfig {
     pub format: LogFormat,
-    /// The level of karpor's own lines (`error`, `warn`, `info`, `debug`, `trace`,
-    /// `off`); libraries log warnings and errors. `RUST_LOG` replaces the whole filter.
-    pub level: String,
+    /// The level of karpor's own lines; libraries log warnings and errors. `RUST_LOG`
+    /// replaces the whole filter.
+    pub level: LogLevel,
 }
 
-/// What `log.level` may be.
-pub(crate) const LOG_LEVELS: &[&str] = &["error", "warn", "info", "debug", "trace", "off"];
-
-impl Default for LogConfig {
-    fn default() -> Self {
-        LogConfig {
-            format: LogFormat::Text,
-            level: "info".to_owned(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+/// `log.format` and `--log-format`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum LogFormat {
+    #[default]
     Text,
     Json,
+}
+
+/// `log.level` and `--log-level`: one type, so the file and the flag accept the same
+/// words.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LogLevel {
+    Error,
+    Warn,
+    #[default]
+    Info,
+    Debug,
+    Trace,
+    Off,
+}
+
+impl LogLevel {
+    /// The word `tracing`'s filter takes.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+            LogLevel::Off => "off",
+        }
+    }
 }
 
 /// `health:` is the health crate's section; its admin token is a secret like the others.
@@ -155,5 +174,103 @@ impl Default for ShutdownConfig {
             drain_delay: Duration::from_secs(5),
             grace_period: Duration::from_millis(500),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{load, Config, LogLevel, Overrides, SECTIONS};
+
+    /// Environment variables are read only for `SECTIONS`: a section missing from the
+    /// list could not be set from the environment.
+    #[test]
+    fn the_sections_are_the_fields_of_the_config() {
+        let config = serde_json::to_value(Config::default()).unwrap();
+        let mut fields: Vec<&str> = config
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut sections = SECTIONS.to_vec();
+        fields.sort_unstable();
+        sections.sort_unstable();
+        assert_eq!(fields, sections);
+    }
+
+    fn load_yaml(yaml: &str) -> Result<Config, super::ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let file = dir.path().join("karpor.yaml");
+        // The embedded stores in the test's own directory, and no local token to make.
+        let mut text = String::from("auth: {anonymous: none}\n");
+        if !yaml.contains("metadata:") {
+            text += &format!(
+                "metadata: {{backend: sqlite, path: {}/m.db}}\n",
+                data.display()
+            );
+        }
+        if !yaml.contains("storage:") {
+            text += &format!(
+                "storage: {{backend: sqlite, path: {}/r.db}}\n",
+                data.display()
+            );
+        }
+        std::fs::write(&file, text + yaml).unwrap();
+        load(Some(&file), &Overrides::default()).map(|(config, _)| config)
+    }
+
+    /// Every backend's settings are checked at load: exit 2 naming the file and key,
+    /// before the metadata store opens.
+    #[test]
+    fn backend_settings_are_refused_at_load_by_file_and_key() {
+        for (yaml, key, says) in [
+            (
+                "storage: {backend: elasticsearch, url: 'localhost:9200'}",
+                "storage.url",
+                "http(s) URL",
+            ),
+            (
+                "storage: {backend: elasticsearch, url: 'http://u:p@es:9200'}",
+                "storage.url",
+                "credentials",
+            ),
+            (
+                "storage: {backend: elasticsearch, url: 'http://es:9200', index: Karpor}",
+                "storage.index",
+                "lowercase",
+            ),
+            (
+                "metadata: {backend: etcd, etcd: {endpoints: []}}",
+                "metadata.etcd.endpoints",
+                "at least one",
+            ),
+            (
+                "metadata: {backend: etcd, etcd: {endpoints: ['http://e:2379/x']}}",
+                "metadata.etcd.endpoints[0]",
+                "host:port",
+            ),
+            (
+                "metadata: {backend: mysql, url: 'postgres://db'}",
+                "metadata.url",
+                "mysql://",
+            ),
+        ] {
+            let error = load_yaml(yaml).unwrap_err();
+            assert_eq!(error.key(), Some(key), "{yaml}: {error}");
+            assert!(error.problem().contains(says), "{yaml}: {error}");
+            assert!(error.to_string().contains("karpor.yaml: key `"), "{error}");
+        }
+        let fine = load_yaml("storage: {backend: elasticsearch, url: 'https://es:9200'}");
+        assert!(fine.is_ok(), "{fine:?}");
+    }
+
+    #[test]
+    fn the_log_level_is_one_of_the_words_of_the_flag() {
+        let config = load_yaml("log: {level: debug}").unwrap();
+        assert_eq!(config.log.level, LogLevel::Debug);
+        let error = load_yaml("log: {level: chatty}").unwrap_err();
+        assert_eq!(error.key(), Some("log.level"));
+        assert!(error.problem().contains("chatty"), "{error}");
     }
 }

@@ -1,5 +1,6 @@
 use std::collections::HashSet;
 
+use karpor_config::ConfigIssue;
 use karpor_core::SecretSource;
 
 use super::{Config, ConfigError};
@@ -17,78 +18,69 @@ impl Config {
     /// What types alone cannot say: each section's own rules, then what spans sections.
     /// `origin` names the file in messages.
     pub(crate) fn validate(&self, origin: &str) -> Result<(), ConfigError> {
-        let fail =
-            |key: &str, what: String| Err(ConfigError(format!("{origin}: key `{key}`: {what}")));
+        self.issue()
+            .map_err(|issue| ConfigError::in_file(origin, issue))
+    }
+
+    fn issue(&self) -> Result<(), ConfigIssue> {
         // Before any file the config names is read.
-        self.check_files(origin)?;
-        let sections = [
-            self.syncer.validate(),
-            self.kubernetes.validate(),
-            self.audit.validate(),
-            self.server.limits.validate(),
-            self.server
-                .connections
-                .validate(self.server.limits.request_timeout),
-            self.server.tls.as_ref().map_or(Ok(()), |t| t.validate()),
-            self.auth.validate(),
-            self.metadata.validate(),
-        ];
-        for section in sections {
-            if let Err((key, what)) = section {
-                return fail(&key, what);
-            }
+        self.check_files()?;
+        self.syncer.validate()?;
+        self.kubernetes.validate()?;
+        self.audit.validate()?;
+        self.server.limits.validate()?;
+        self.server
+            .connections
+            .validate(self.server.limits.request_timeout)?;
+        if let Some(tls) = &self.server.tls {
+            tls.validate()?;
         }
-        if !super::LOG_LEVELS.contains(&self.log.level.as_str()) {
-            return fail(
-                "log.level",
-                format!(
-                    "`{}` is not a level (one of {}; RUST_LOG takes a full filter)",
-                    self.log.level,
-                    super::LOG_LEVELS.join(", ")
-                ),
-            );
-        }
-        let mut names: HashSet<String> = BUILTIN_CHECKS
-            .iter()
-            .map(|n| n.to_ascii_lowercase())
-            .collect();
-        for (i, upstream) in self.readiness.upstreams.iter().enumerate() {
-            let key = format!("readiness.upstreams[{i}]");
-            if upstream.name.trim().is_empty() {
-                return fail(&format!("{key}.name"), "must not be empty".into());
-            }
-            if !names.insert(upstream.name.to_ascii_lowercase()) {
-                return fail(
-                    &format!("{key}.name"),
-                    format!("`{}` is already the name of another check", upstream.name),
-                );
-            }
-            match url::Url::parse(&upstream.url) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") => {}
-                _ => return fail(&format!("{key}.url"), "must be an http(s) URL".into()),
-            }
-        }
+        self.auth.validate()?;
+        self.metadata.validate()?;
+        self.storage.validate()?;
+        let names = self.check_names()?;
         let cluster_prefix = karpor_syncer::CLUSTER_CHECK_PREFIX.to_ascii_lowercase();
         let known = |name: &str| {
             let name = name.to_ascii_lowercase();
             names.contains(&name) || name.starts_with(&cluster_prefix)
         };
-        if let Err((key, what)) = self.health.validate(known) {
-            return fail(
-                &key,
-                format!(
-                    "{what} (known: {}, upstream names, {}NAME)",
-                    BUILTIN_CHECKS.join(", "),
-                    karpor_syncer::CLUSTER_CHECK_PREFIX
-                ),
-            );
-        }
+        self.health.validate(known).map_err(|issue| {
+            issue.with_hint(format_args!(
+                "known: {}, upstream names, {}NAME",
+                BUILTIN_CHECKS.join(", "),
+                karpor_syncer::CLUSTER_CHECK_PREFIX
+            ))
+        })?;
         for (key, secret) in self.secrets() {
-            if let Err(e) = secret.resolve() {
-                return fail(key, e.to_string());
-            }
+            secret.resolve().map_err(|e| ConfigIssue::new(key, e))?;
         }
         Ok(())
+    }
+
+    /// The names of every check this process registers, lowercased: the built-in ones
+    /// and the upstreams, each upstream named once, with an http(s) URL.
+    fn check_names(&self) -> Result<HashSet<String>, ConfigIssue> {
+        let mut names: HashSet<String> = BUILTIN_CHECKS
+            .iter()
+            .map(|n| n.to_ascii_lowercase())
+            .collect();
+        for (i, upstream) in self.readiness.upstreams.iter().enumerate() {
+            let key = |field: &str| format!("readiness.upstreams[{i}].{field}");
+            if upstream.name.trim().is_empty() {
+                return Err(ConfigIssue::new(key("name"), "must not be empty"));
+            }
+            if !names.insert(upstream.name.to_ascii_lowercase()) {
+                return Err(ConfigIssue::new(
+                    key("name"),
+                    format_args!("`{}` is already the name of another check", upstream.name),
+                ));
+            }
+            match url::Url::parse(&upstream.url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+                _ => return Err(ConfigIssue::new(key("url"), "must be an http(s) URL")),
+            }
+        }
+        Ok(names)
     }
 
     /// Every secret in the config, by key, so a missing one stops the start.

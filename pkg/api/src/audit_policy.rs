@@ -173,7 +173,7 @@ pub(crate) async fn replace(
 ) -> ApiResult {
     config
         .validate()
-        .map_err(|(key, problem)| ApiError::bad_request(format!("{key}: {problem}")))?;
+        .map_err(|issue| ApiError::bad_request(format!("{}: {}", issue.key(), issue.problem())))?;
     let policy = AuditPolicy {
         name: AuditPolicy::NAME.to_owned(),
         config,

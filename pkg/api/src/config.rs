@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use karpor_config::ConfigIssue;
 use karpor_core::model::MAX_KUBECONFIG_BYTES;
 use karpor_core::SecretSource;
 use serde::{Deserialize, Serialize};
@@ -55,18 +56,18 @@ pub struct AuthConfig {
 }
 
 impl AuthConfig {
-    /// `(key, problem)`: names present and unique, every token resolving, no two tokens
-    /// alike (one token, one role).
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Names present and unique, every token resolving, no two tokens alike (one
+    /// token, one role).
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
         let mut names = std::collections::HashSet::new();
         let mut values = Vec::new();
         for (i, token) in self.tokens.iter().enumerate() {
             let key = |field: &str| format!("auth.tokens[{i}].{field}");
             if token.name.trim().is_empty() {
-                return Err((key("name"), "must not be empty".into()));
+                return Err(ConfigIssue::new(key("name"), "must not be empty"));
             }
             if !names.insert(token.name.as_str()) {
-                return Err((
+                return Err(ConfigIssue::new(
                     key("name"),
                     format!("`{}` is already the name of another token", token.name),
                 ));
@@ -74,9 +75,12 @@ impl AuthConfig {
             let value = token
                 .token
                 .resolve()
-                .map_err(|e| (key("token"), e.to_string()))?;
+                .map_err(|e| ConfigIssue::new(key("token"), e))?;
             if let Some(j) = values.iter().position(|v| *v == value) {
-                return Err((key("token"), format!("the same token as auth.tokens[{j}]")));
+                return Err(ConfigIssue::new(
+                    key("token"),
+                    format!("the same token as auth.tokens[{j}]"),
+                ));
             }
             values.push(value);
         }
@@ -119,9 +123,10 @@ pub struct LimitsConfig {
 }
 
 impl LimitsConfig {
-    /// `(key, problem)` for what types cannot say.
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        let fail = |key: &str, what: String| Err((format!("server.limits.{key}"), what));
+    /// For what types cannot say.
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
+        let fail =
+            |key: &str, what: String| Err(ConfigIssue::new(format!("server.limits.{key}"), what));
         if self.body_bytes < MAX_KUBECONFIG_BYTES {
             return fail(
                 "body_bytes",

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use karpor_config::ConfigIssue;
 use serde::{Deserialize, Serialize};
 
 use crate::rules::{rule, RuleInfo};
@@ -32,17 +33,20 @@ impl Default for AuditConfig {
 }
 
 impl AuditConfig {
-    /// `(key, problem)` for an id no rule has (keys under `audit.`): a misspelt id would
+    /// For an id no rule has (keys under `audit.`): a misspelt id would
     /// otherwise silently leave its rule on.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
         for id in &self.disabled {
             if rule(id).is_none() {
-                return Err((format!("{SECTION}.disabled"), unknown(id)));
+                return Err(ConfigIssue::new(format!("{SECTION}.disabled"), unknown(id)));
             }
         }
         for id in self.severities.keys() {
             if rule(id).is_none() {
-                return Err((format!("{SECTION}.severities.{id}"), unknown(id)));
+                return Err(ConfigIssue::new(
+                    format!("{SECTION}.severities.{id}"),
+                    unknown(id),
+                ));
             }
         }
         Ok(())
@@ -75,15 +79,15 @@ mod tests {
     fn unknown_ids_are_named() {
         let config: AuditConfig =
             serde_json::from_str(r#"{"disabled": ["host-pid", "privilegd"]}"#).unwrap();
-        let (key, problem) = config.validate().unwrap_err();
-        assert_eq!(key, "audit.disabled");
-        assert!(problem.contains("\"privilegd\""), "{problem}");
+        let issue = config.validate().unwrap_err();
+        assert_eq!(issue.key(), "audit.disabled");
+        assert!(issue.problem().contains("\"privilegd\""), "{issue}");
 
         let config: AuditConfig =
             serde_json::from_str(r#"{"severities": {"host-pid": "Low", "nope": "High"}}"#).unwrap();
-        let (key, problem) = config.validate().unwrap_err();
-        assert_eq!(key, "audit.severities.nope");
-        assert!(problem.contains("\"nope\""), "{problem}");
+        let issue = config.validate().unwrap_err();
+        assert_eq!(issue.key(), "audit.severities.nope");
+        assert!(issue.problem().contains("\"nope\""), "{issue}");
     }
 
     #[test]

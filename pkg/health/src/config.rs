@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use karpor_config::ConfigIssue;
 use serde::{Deserialize, Serialize};
 
 use crate::{Settings, Thresholds};
@@ -71,10 +72,10 @@ impl<Secret> HealthConfig<Secret> {
             .collect()
     }
 
-    /// `(key, problem)` for what types cannot say; `known` tells whether a check name in
+    /// For what types cannot say; `known` tells whether a check name in
     /// `checks` is one this process can register.
-    pub fn validate(&self, known: impl Fn(&str) -> bool) -> Result<(), (String, String)> {
-        let fail = |key: &str, what: String| Err((format!("health.{key}"), what));
+    pub fn validate(&self, known: impl Fn(&str) -> bool) -> Result<(), ConfigIssue> {
+        let fail = |key: &str, what: String| Err(ConfigIssue::new(format!("health.{key}"), what));
         if self.check_timeout.is_zero() {
             return fail("check_timeout", "must be above zero".into());
         }

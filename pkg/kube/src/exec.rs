@@ -14,6 +14,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use karpor_config::ConfigIssue;
 use kube::config::{ExecConfig, Kubeconfig};
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
@@ -65,44 +66,44 @@ impl Default for ExecSettings {
 }
 
 impl ExecSettings {
-    /// What types cannot say, as `(key, problem)` with keys under `kubernetes.exec`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// What types cannot say, with keys under `kubernetes.exec`.
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
         for (i, command) in self.allowed_commands.iter().enumerate() {
             let bare = !command.contains('/');
             if command.trim().is_empty() || !(bare || command.starts_with('/')) {
-                return Err((
+                return Err(ConfigIssue::new(
                     format!("kubernetes.exec.allowed_commands[{i}]"),
-                    "must be a command name or an absolute path".to_owned(),
+                    "must be a command name or an absolute path",
                 ));
             }
         }
         if self.timeout.is_zero() {
-            return Err((
-                "kubernetes.exec.timeout".to_owned(),
-                "must be above zero".to_owned(),
+            return Err(ConfigIssue::new(
+                "kubernetes.exec.timeout",
+                "must be above zero",
             ));
         }
         self.validate_allowed_env()
     }
 
-    fn validate_allowed_env(&self) -> Result<(), (String, String)> {
+    fn validate_allowed_env(&self) -> Result<(), ConfigIssue> {
         for (command, names) in &self.allowed_env {
             let key = format!("kubernetes.exec.allowed_env.{command}");
             if !self.allowed_commands.contains(command) {
-                return Err((
+                return Err(ConfigIssue::new(
                     key,
-                    "names a command that is not in kubernetes.exec.allowed_commands".to_owned(),
+                    "names a command that is not in kubernetes.exec.allowed_commands",
                 ));
             }
             for (i, name) in names.iter().enumerate() {
                 if !is_env_name(name) {
-                    return Err((
-                        format!("{key}[{i}]"),
-                        format!("{name:?} is not a variable name (letters, digits and _, not starting with a digit)"),
-                    ));
+                    return Err(ConfigIssue::new(format!("{key}[{i}]"), format!("{name:?} is not a variable name (letters, digits and _, not starting with a digit)")));
                 }
                 if servers_variable(name) {
-                    return Err((format!("{key}[{i}]"), format!("{name} is {SERVERS}")));
+                    return Err(ConfigIssue::new(
+                        format!("{key}[{i}]"),
+                        format!("{name} is {SERVERS}"),
+                    ));
                 }
             }
         }

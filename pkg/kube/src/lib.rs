@@ -17,6 +17,7 @@ mod yaml;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use karpor_config::ConfigIssue;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
@@ -37,8 +38,8 @@ pub struct KubernetesConfig {
 }
 
 impl KubernetesConfig {
-    /// `(key, problem)` for what types cannot say.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// For what types cannot say.
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
         self.exec.validate()
     }
 

@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 
+use karpor_config::ConfigIssue;
 use karpor_core::SecretSource;
 use serde::{Deserialize, Serialize};
 
@@ -55,11 +56,21 @@ impl MetastoreConfig {
         }
     }
 
-    /// `(key, problem)` for what types cannot say: a configured key file must hold a key.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// For what types cannot say: a configured key file must hold a key.
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
+        match self {
+            MetastoreConfig::Sqlite { .. } => {}
+            MetastoreConfig::Etcd { etcd, .. } => etcd.validate()?,
+            // An unreadable URL is the secrets check's to name; a readable one must parse.
+            MetastoreConfig::Mysql { url, .. } => {
+                if let Ok(url) = url.resolve() {
+                    crate::sql::mysql_options(url.expose())?;
+                }
+            }
+        }
         if let Some(path) = self.encryption_key_file() {
             if let Err(e) = crate::crypto::Sealer::from_key_file(path) {
-                return Err(("metadata.encryption_key_file".into(), e.to_string()));
+                return Err(ConfigIssue::new("metadata.encryption_key_file", e));
             }
         }
         Ok(())
@@ -105,6 +116,41 @@ pub struct EtcdConfig {
     pub password: Option<SecretSource>,
     #[serde(default)]
     pub tls: Option<EtcdTls>,
+}
+
+impl EtcdConfig {
+    fn validate(&self) -> Result<(), ConfigIssue> {
+        if self.endpoints.is_empty() {
+            return Err(ConfigIssue::new(
+                "metadata.etcd.endpoints",
+                "must name at least one endpoint",
+            ));
+        }
+        for (i, endpoint) in self.endpoints.iter().enumerate() {
+            // etcd's client takes `host:port` or an http(s) URL.
+            let url = if endpoint.contains("://") {
+                url::Url::parse(endpoint).ok()
+            } else {
+                url::Url::parse(&format!("http://{endpoint}")).ok()
+            };
+            let fine = url.is_some_and(|u| {
+                matches!(u.scheme(), "http" | "https") && u.host().is_some() && u.path() == "/"
+            });
+            if !fine {
+                return Err(ConfigIssue::new(
+                    format!("metadata.etcd.endpoints[{i}]"),
+                    format_args!("`{endpoint}` is not host:port or an http(s) URL"),
+                ));
+            }
+        }
+        if !self.prefix.starts_with('/') {
+            return Err(ConfigIssue::new(
+                "metadata.etcd.prefix",
+                "must start with /",
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn default_prefix() -> String {

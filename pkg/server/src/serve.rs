@@ -25,6 +25,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use karpor_config::ConfigIssue;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -58,11 +59,11 @@ pub struct TlsConfig {
 }
 
 impl TlsConfig {
-    /// `(key, problem)`: both files must be readable.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// both files must be readable.
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
         for (key, path) in [("cert_file", &self.cert_file), ("key_file", &self.key_file)] {
             if let Err(e) = std::fs::metadata(path) {
-                return Err((
+                return Err(ConfigIssue::new(
                     format!("server.tls.{key}"),
                     format!("cannot read {}: {e}", path.display()),
                 ));
@@ -103,28 +104,31 @@ impl Default for ConnectionLimits {
 }
 
 impl ConnectionLimits {
-    /// `(key, problem)` for what types cannot say; `request_timeout` must fit in the
+    /// For what types cannot say; `request_timeout` must fit in the
     /// idle timeout, or a slow answer would lose its connection.
-    pub fn validate(&self, request_timeout: Duration) -> Result<(), (String, String)> {
+    pub fn validate(&self, request_timeout: Duration) -> Result<(), ConfigIssue> {
         if self.header_read_timeout.is_zero() {
-            return Err((
-                "server.connections.header_read_timeout".into(),
-                "must be above zero".into(),
+            return Err(ConfigIssue::new(
+                "server.connections.header_read_timeout",
+                "must be above zero",
             ));
         }
         if self.idle_timeout <= request_timeout {
-            return Err((
-                "server.connections.idle_timeout".into(),
-                "must be above server.limits.request_timeout".into(),
+            return Err(ConfigIssue::new(
+                "server.connections.idle_timeout",
+                "must be above server.limits.request_timeout",
             ));
         }
         if self.max == 0 {
-            return Err(("server.connections.max".into(), "must be at least 1".into()));
+            return Err(ConfigIssue::new(
+                "server.connections.max",
+                "must be at least 1",
+            ));
         }
         if self.max_streams == 0 {
-            return Err((
-                "server.connections.max_streams".into(),
-                "must be at least 1".into(),
+            return Err(ConfigIssue::new(
+                "server.connections.max_streams",
+                "must be at least 1",
             ));
         }
         Ok(())

@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 
+use karpor_config::ConfigIssue;
 use karpor_core::SecretSource;
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +21,17 @@ impl StorageConfig {
                 ..
             }) => vec![("storage.password", password)],
             _ => Vec::new(),
+        }
+    }
+}
+
+impl StorageConfig {
+    /// What types cannot say, checked at load so a bad value exits 2 naming the file
+    /// instead of failing at connect.
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
+        match self {
+            StorageConfig::Sqlite { .. } => Ok(()),
+            StorageConfig::Elasticsearch(elastic) => elastic.validate(),
         }
     }
 }
@@ -48,6 +60,49 @@ pub struct ElasticConfig {
     /// `true` (forces a refresh: for tests), `false` (at the next periodic refresh).
     #[serde(default)]
     pub refresh: RefreshPolicy,
+}
+
+impl ElasticConfig {
+    fn validate(&self) -> Result<(), ConfigIssue> {
+        self.endpoint()?;
+        index_problem(&self.index).map_or(Ok(()), |problem| {
+            Err(ConfigIssue::new("storage.index", problem))
+        })
+    }
+
+    /// The node's address: an http(s) URL with a host and no credentials in it (they
+    /// go in `username` and `password`, which are kept out of logs).
+    pub(crate) fn endpoint(&self) -> Result<url::Url, ConfigIssue> {
+        let issue = |problem: &str| ConfigIssue::new("storage.url", problem);
+        let url = url::Url::parse(&self.url).map_err(|e| issue(&format!("not a URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(issue("must be an http(s) URL with a host"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(issue(
+                "must not hold credentials (use storage.username and storage.password)",
+            ));
+        }
+        Ok(url)
+    }
+}
+
+/// Elasticsearch's and OpenSearch's rules for an index name, which both refuse at
+/// creation: better said at load than on the first write.
+fn index_problem(index: &str) -> Option<&'static str> {
+    const FORBIDDEN: &[char] = &['\\', '/', '*', '?', '"', '<', '>', '|', ' ', ',', '#', ':'];
+    if index.is_empty() || index.len() > 255 {
+        Some("must be 1 to 255 bytes")
+    } else if index
+        .chars()
+        .any(|c| c.is_uppercase() || FORBIDDEN.contains(&c))
+    {
+        Some("must be lowercase, without \\ / * ? \" < > | , # : or spaces")
+    } else if index.starts_with(['-', '_', '+']) || index == "." || index == ".." {
+        Some("must not start with -, _ or +, nor be . or ..")
+    } else {
+        None
+    }
 }
 
 fn default_index() -> String {

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use karpor_config::ConfigIssue;
 use karpor_core::model::RuleLimits;
 use serde::{Deserialize, Serialize};
 
@@ -58,9 +59,10 @@ impl Default for SyncerConfig {
 }
 
 impl SyncerConfig {
-    /// `(key, problem)` for what types cannot say.
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        let fail = |key: &str, what: &str| Err((format!("syncer.{key}"), what.to_owned()));
+    /// For what types cannot say.
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
+        let fail =
+            |key: &str, what: &str| Err(ConfigIssue::new(format!("syncer.{key}"), what.to_owned()));
         if self.batch_size == 0 {
             return fail("batch_size", "must be at least 1");
         }
@@ -141,13 +143,13 @@ mod tests {
         let zero: SyncerConfig =
             serde_json::from_str(r#"{"limits": {"resources_per_rule": 0}}"#).unwrap();
         assert_eq!(
-            zero.validate().unwrap_err().0,
+            zero.validate().unwrap_err().key(),
             "syncer.limits.resources_per_rule"
         );
         let one: SyncerConfig =
             serde_json::from_str(r#"{"limits": {"rules_per_cluster": 1}}"#).unwrap();
         assert_eq!(
-            one.validate().unwrap_err().0,
+            one.validate().unwrap_err().key(),
             "syncer.limits.rules_per_cluster"
         );
         assert!(serde_json::from_str::<SyncerConfig>(r#"{"limits": {"watches": 5}}"#).is_err());

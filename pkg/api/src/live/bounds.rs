@@ -13,6 +13,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use karpor_config::ConfigIssue;
 use karpor_core::names::ClusterName;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -49,8 +50,8 @@ impl Default for LiveLimits {
 }
 
 impl LiveLimits {
-    /// `(key, problem)` with keys under `server.limits.live`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// The issue, with keys under `server.limits.live`.
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
         for (key, value) in [
             ("calls_per_second", self.calls_per_second as usize),
             ("burst", self.burst as usize),
@@ -58,9 +59,9 @@ impl LiveLimits {
             ("streams", self.streams),
         ] {
             if value == 0 {
-                return Err((
+                return Err(ConfigIssue::new(
                     format!("server.limits.live.{key}"),
-                    "must be at least 1".into(),
+                    "must be at least 1",
                 ));
             }
         }

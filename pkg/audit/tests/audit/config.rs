@@ -59,13 +59,15 @@ fn every_rule_can_be_named() {
 fn unknown_rule_ids_are_named() {
     let config: AuditConfig =
         serde_json::from_str(r#"{"disabled": ["host-pid", "priviledged"]}"#).unwrap();
-    let (key, problem) = config.validate().unwrap_err();
+    let issue = config.validate().unwrap_err();
+    let (key, problem) = (issue.key(), issue.problem());
     assert_eq!(key, "audit.disabled");
     assert!(problem.contains("priviledged"), "{problem}");
 
     let config: AuditConfig =
         serde_json::from_str(r#"{"severities": {"hostpid": "Low"}}"#).unwrap();
-    let (key, problem) = config.validate().unwrap_err();
+    let issue = config.validate().unwrap_err();
+    let (key, problem) = (issue.key(), issue.problem());
     assert_eq!(key, "audit.severities.hostpid");
     assert!(problem.contains("hostpid"), "{problem}");
 

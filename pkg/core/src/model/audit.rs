@@ -31,8 +31,9 @@ impl Record for AuditPolicy {
         if self.name != Self::NAME {
             return Err(format!("name: the audit policy is named {:?}", Self::NAME));
         }
-        self.config
-            .validate()
-            .map_err(|(key, problem)| format!("{}: {problem}", key.trim_start_matches("audit.")))
+        self.config.validate().map_err(|issue| {
+            let key = issue.key().trim_start_matches("audit.");
+            format!("{key}: {}", issue.problem())
+        })
     }
 }

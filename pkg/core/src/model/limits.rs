@@ -4,6 +4,7 @@
 //! the storage pool starved, `/livez` 8.5 s); these bounds refuse such a rule where it is
 //! written, and a cluster whose rules would still go over them opens nothing.
 
+use karpor_config::ConfigIssue;
 use serde::{Deserialize, Serialize};
 
 use super::{Relation, RelationRule, SyncRule};
@@ -84,12 +85,12 @@ impl std::fmt::Display for OverLimit {
 
 impl RuleLimits {
     /// Every limit that is zero, by key: none may be (zero would refuse everything).
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), ConfigIssue> {
         for (key, value) in self.all() {
             if value == 0 {
-                return Err((
+                return Err(ConfigIssue::new(
                     format!("{LIMITS_SECTION}.{key}"),
-                    "must be at least 1".into(),
+                    "must be at least 1",
                 ));
             }
         }
@@ -329,7 +330,7 @@ mod tests {
             ..RuleLimits::default()
         };
         assert_eq!(
-            zero.validate().unwrap_err().0,
+            zero.validate().unwrap_err().key(),
             "syncer.limits.watches_per_cluster"
         );
     }

@@ -123,7 +123,8 @@ fn kubeconfig_variables_are_refused_unless_allowed_for_their_command() {
 fn allowed_env_names_allowed_commands_and_variable_names() {
     let mut unknown = allowing_env("aws", &["AWS_PROFILE"]);
     unknown.allowed_commands = vec!["kubelogin".into()];
-    let (key, why) = unknown.validate().unwrap_err();
+    let issue = unknown.validate().unwrap_err();
+    let (key, why) = (issue.key(), issue.problem());
     assert_eq!(key, "kubernetes.exec.allowed_env.aws");
     assert!(why.contains("kubernetes.exec.allowed_commands"), "{why}");
     for (bad, says) in [
@@ -135,9 +136,10 @@ fn allowed_env_names_allowed_commands_and_variable_names() {
         ("Path", "the server's"),
         ("DYLD_INSERT_LIBRARIES", "the server's"),
     ] {
-        let (key, why) = allowing_env("aws", &["AWS_PROFILE", bad])
+        let issue = allowing_env("aws", &["AWS_PROFILE", bad])
             .validate()
             .unwrap_err();
+        let (key, why) = (issue.key(), issue.problem());
         assert_eq!(key, "kubernetes.exec.allowed_env.aws[1]", "{bad}");
         assert!(why.contains(says), "{bad}: {why}");
     }
@@ -176,14 +178,17 @@ fn settings_refuse_relative_paths_and_a_zero_timeout() {
         ..ExecSettings::default()
     };
     assert_eq!(
-        bad.validate().unwrap_err().0,
+        bad.validate().unwrap_err().key(),
         "kubernetes.exec.allowed_commands[0]"
     );
     let zero = ExecSettings {
         timeout: Duration::ZERO,
         ..ExecSettings::default()
     };
-    assert_eq!(zero.validate().unwrap_err().0, "kubernetes.exec.timeout");
+    assert_eq!(
+        zero.validate().unwrap_err().key(),
+        "kubernetes.exec.timeout"
+    );
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ use crate::store::{
 };
 use crate::StoreError;
 
-pub(crate) use mysql::connect_mysql;
+pub(crate) use mysql::{connect_mysql, mysql_options};
 pub(crate) use sqlite::open_sqlite;
 
 /// Another process may write (a server and a syncer share MySQL): the feed polls this

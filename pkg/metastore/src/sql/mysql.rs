@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use karpor_config::ConfigIssue;
 use karpor_core::SecretSource;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection};
@@ -22,12 +23,20 @@ static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
 const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(500);
 const DIAGNOSE_TIMEOUT: Duration = Duration::from_millis(400);
 
+/// The connection options a `metadata.url` says. The URL holds the password: the issue
+/// says what is wrong without echoing it.
+pub(crate) fn mysql_options(url: &str) -> Result<MySqlConnectOptions, ConfigIssue> {
+    let refused = || ConfigIssue::new("metadata.url", "is not a valid mysql:// URL");
+    // sqlx reads any scheme as MySQL's; another database's URL is a mistake to name.
+    if !(url.starts_with("mysql://") || url.starts_with("mariadb://")) {
+        return Err(refused());
+    }
+    MySqlConnectOptions::from_str(url).map_err(|_| refused())
+}
+
 pub(crate) async fn connect_mysql(url: &SecretSource) -> Result<SqlStore, StoreError> {
-    let url = url.resolve()?;
-    // The URL holds the password: say what is wrong without echoing it.
-    let options = MySqlConnectOptions::from_str(url.expose()).map_err(|_| {
-        StoreError::Misconfigured("metadata.url is not a valid mysql:// URL".to_owned())
-    })?;
+    let options = mysql_options(url.resolve()?.expose())
+        .map_err(|issue| StoreError::Misconfigured(issue.to_string()))?;
     let migrated = Arc::new(OnceCell::new());
     let pool = MySqlPoolOptions::new()
         .max_connections(8)

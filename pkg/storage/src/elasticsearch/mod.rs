@@ -190,8 +190,9 @@ enum BulkFailure {
 
 impl ElasticStorage {
     pub(crate) fn new(config: &ElasticConfig) -> Result<Self, StorageError> {
-        let url = url::Url::parse(&config.url)
-            .map_err(|e| StorageError::Misconfigured(format!("storage.url is not a URL: {e}")))?;
+        let url = config
+            .endpoint()
+            .map_err(|issue| StorageError::Misconfigured(issue.to_string()))?;
         let mut transport = TransportBuilder::new(SingleNodeConnectionPool::new(url))
             .timeout(Duration::from_secs(10));
         if let Some(user) = &config.username {
