@@ -13,9 +13,10 @@ use karpor_health::{
     HealthChecker, HealthClient, HealthMetrics, HealthReporter, Heartbeat, Membership, Ping,
     UpstreamCheck,
 };
-use karpor_metastore::MetastoreCheck;
+use karpor_kube::{ClientCache, ExecSettings};
+use karpor_metastore::{Metastore, MetastoreCheck};
 use karpor_server::{AllowedHosts, ConnectionLimits, HttpMetrics, RouterParts, TlsConfig};
-use karpor_storage::StorageCheck;
+use karpor_storage::{Storage, StorageCheck};
 use karpor_syncer::{OwnersCheck, Syncer, SyncerParts};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
@@ -31,11 +32,35 @@ pub(crate) enum Mode {
     Syncer,
 }
 
+/// What a mode runs: the one place where the two processes differ.
+struct Plan {
+    name: &'static str,
+    listen: SocketAddr,
+    /// The REST API and the page.
+    api: bool,
+    /// The syncer in this process.
+    syncer: bool,
+    /// TLS is for the server's clients; probe ports stay plain HTTP for kubelets.
+    tls: Option<TlsConfig>,
+}
+
 impl Mode {
-    fn as_str(self) -> &'static str {
+    fn plan(self, config: &Config) -> Plan {
         match self {
-            Mode::Serve => "serve",
-            Mode::Syncer => "syncer",
+            Mode::Serve => Plan {
+                name: "serve",
+                listen: config.server.listen,
+                api: true,
+                syncer: config.server.syncer,
+                tls: config.server.tls.clone(),
+            },
+            Mode::Syncer => Plan {
+                name: "syncer",
+                listen: config.syncer.probe_listen,
+                api: false,
+                syncer: true,
+                tls: None,
+            },
         }
     }
 }
@@ -57,6 +82,17 @@ pub(crate) struct Application {
     workers: CancellationToken,
 }
 
+/// What both modes open: the stores, the metrics registry, the member clusters' clients.
+struct Parts {
+    registry: Registry,
+    health: HealthChecker,
+    metastore: Metastore,
+    storage: Arc<dyn Storage>,
+    exec: Arc<ExecSettings>,
+    clients: Arc<ClientCache>,
+    workers: CancellationToken,
+}
+
 impl Application {
     /// `address_file`: where to write the bound address once listening.
     pub(crate) async fn build(
@@ -64,177 +100,44 @@ impl Application {
         mode: Mode,
         address_file: Option<PathBuf>,
     ) -> anyhow::Result<Self> {
-        let mut registry = Registry::default();
-        // `must_ready` overrides from config are the checker's to apply, to every check.
-        let health = HealthChecker::with_overrides(
-            config.health.settings(),
-            HealthMetrics::new(&mut registry),
-            config.health.overrides(),
-        );
-        let workers = CancellationToken::new();
-
-        let metastore = karpor_metastore::connect(&config.metadata)
-            .await
-            .context("cannot open the metadata store")?
-            .metered(&mut registry);
-        let storage = karpor_storage::connect(&config.storage)
-            .await
-            .context("cannot open the resource storage")?;
-        let storage = karpor_storage::metered(storage, &mut registry);
-        let http = HttpMetrics::new(&mut registry);
-        karpor_server::register_process(&mut registry, env!("CARGO_PKG_VERSION"));
-        let sync_metrics = karpor_syncer::metrics(&mut registry);
-        let exec = config.kubernetes.exec_settings();
-        // One client per member cluster, shared by the syncer and the API's live reads.
-        let clients = karpor_syncer::client_cache(exec.clone());
-        let live = LiveBounds::new(config.server.limits.live.clone(), &mut registry);
-        let mut syncer = (mode == Mode::Syncer || config.server.syncer).then(|| {
-            Syncer::new(SyncerParts {
-                audit: config.audit.clone(),
-                member: config.syncer.member(),
-                metastore: metastore.clone(),
-                storage: storage.clone(),
-                health: health.clone(),
-                metrics: sync_metrics,
-                clients: clients.clone(),
-                settings: config.syncer.settings(),
-            })
-        });
-
-        // Registration order is print order: Ping, Server, Syncer, Storage, the upstreams
-        // (and the syncer's Cluster/NAME checks as clusters start).
-        let heartbeat =
-            Heartbeat::start(HEARTBEAT_INTERVAL, HEARTBEAT_STALE_AFTER, workers.clone());
-        let mut checks: Vec<(Arc<dyn HealthReporter>, Membership)> = vec![
-            (Arc::new(Ping), Membership::BOTH),
-            (Arc::new(heartbeat), Membership::LIVEZ),
-            (
-                Arc::new(MetastoreCheck::new(metastore.backend().clone())),
-                Membership::READYZ,
-            ),
-        ];
-        match &syncer {
-            Some(syncer) => checks.push((Arc::new(syncer.check()), Membership::READYZ)),
-            // A server without its own syncer still tells whether a live syncer holds
-            // every cluster (not critical: it serves from storage meanwhile).
-            None => checks.push((
-                Arc::new(OwnersCheck::new(
-                    metastore.clone(),
-                    config.syncer.settings().lease_ttl,
-                )),
-                Membership::READYZ,
-            )),
-        }
-        checks.push((
-            Arc::new(StorageCheck::new(storage.clone())),
-            Membership::READYZ,
-        ));
-        let client = HealthClient::new(config.health.check_timeout);
-        for upstream in &config.readiness.upstreams {
-            let check = UpstreamCheck::new(
-                upstream.name.clone(),
-                upstream.url.clone(),
-                upstream.must_ready,
-                client.clone(),
-            );
-            checks.push((Arc::new(check), Membership::UPSTREAM));
-        }
-        for (check, membership) in checks {
-            health.register(check, membership, None);
-        }
-
+        let plan = mode.plan(&config);
+        let mut parts = Parts::open(&config).await?;
+        let mut syncer = plan.syncer.then(|| start_syncer(&config, &mut parts));
+        register_checks(&config, &parts, syncer.as_ref());
         if let Some(syncer) = &mut syncer {
-            syncer.start(workers.clone());
+            syncer.start(parts.workers.clone());
         }
-
+        let (routes, endpoints) = if plan.api {
+            api_routes(&config, &mut parts, syncer.as_ref()).await?
+        } else {
+            (axum::Router::new(), Vec::new())
+        };
         let admin_token = match &config.health.admin_token {
             Some(source) => Some(source.resolve()?.expose().to_owned()),
             None => None,
         };
-        // The REST API is the server's; the syncer's probe port has none.
-        let routes = match mode {
-            Mode::Serve => karpor_api::routes(karpor_api::ApiParts {
-                metastore: metastore.clone(),
-                storage: storage.clone(),
-                sync: syncer.as_ref().map(|s| s.status()),
-                exec,
-                auth: authenticator(&config).await?,
-                read_only: config.server.read_only,
-                limits: config.server.limits.clone(),
-                audit: config.audit.clone(),
-                clients,
-                live,
-                rule_limits: config.syncer.limits,
-            }),
-            Mode::Syncer => axum::Router::new(),
-        };
+        let http = HttpMetrics::new(&mut parts.registry);
         let router = karpor_server::router(RouterParts {
-            health: health.clone(),
+            health: parts.health.clone(),
             admin_token,
-            metrics: Arc::new(registry),
-            with_ui: mode == Mode::Serve,
+            metrics: Arc::new(parts.registry),
+            with_ui: plan.api,
             routes,
-            endpoints: match mode {
-                Mode::Serve => karpor_api::endpoints()
-                    .iter()
-                    .map(karpor_api::Endpoint::line)
-                    .collect(),
-                Mode::Syncer => Vec::new(),
-            },
-            hosts: AllowedHosts::new(
-                match mode {
-                    Mode::Serve => config.server.listen,
-                    Mode::Syncer => config.syncer.probe_listen,
-                },
-                &config.server.allowed_hosts,
-            ),
+            endpoints,
+            hosts: AllowedHosts::new(plan.listen, &config.server.allowed_hosts),
             http,
             request_timeout: config.server.limits.request_timeout,
         });
-        let address = match mode {
-            Mode::Serve => config.server.listen,
-            Mode::Syncer => config.syncer.probe_listen,
-        };
-        let listener = listen(address).with_context(|| format!("cannot listen on {address}"))?;
-        let bound = listener.local_addr()?;
-        if let Some(path) = address_file {
-            let text = format!("{bound}\n");
-            tokio::task::spawn_blocking(move || {
-                karpor_core::private_file::replace(&path, text.as_bytes())
-                    .with_context(|| format!("cannot write {} (--address-file)", path.display()))
-            })
-            .await??;
-        }
-        let scheme = if config.server.tls.is_some() && mode == Mode::Serve {
-            "https"
-        } else {
-            "http"
-        };
-        match mode {
-            Mode::Serve => tracing::info!(
-                address = %bound,
-                mode = mode.as_str(),
-                page = format!("{scheme}://{bound}/"),
-                api = format!("{scheme}://{bound}{}", karpor_api::PREFIX),
-                "listening"
-            ),
-            Mode::Syncer => tracing::info!(
-                address = %bound,
-                mode = mode.as_str(),
-                probes = format!("{scheme}://{bound}/readyz"),
-                "listening"
-            ),
-        }
+        let listener = bind(&plan, address_file).await?;
         Ok(Application {
             listener,
             router,
-            // TLS is for the server's clients; probe ports stay plain HTTP for kubelets.
-            tls: config.server.tls.filter(|_| mode == Mode::Serve),
+            tls: plan.tls,
             connections: config.server.connections,
-            health,
+            health: parts.health,
             syncer,
             shutdown: config.shutdown,
-            workers,
+            workers: parts.workers,
         })
     }
 
@@ -280,6 +183,159 @@ impl Application {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+impl Parts {
+    async fn open(config: &Config) -> anyhow::Result<Self> {
+        let mut registry = Registry::default();
+        // `must_ready` overrides from config are the checker's to apply, to every check.
+        let health = HealthChecker::with_overrides(
+            config.health.settings(),
+            HealthMetrics::new(&mut registry),
+            config.health.overrides(),
+        );
+        let metastore = karpor_metastore::connect(&config.metadata)
+            .await
+            .context("cannot open the metadata store")?
+            .metered(&mut registry);
+        let storage = karpor_storage::connect(&config.storage)
+            .await
+            .context("cannot open the resource storage")?;
+        let storage = karpor_storage::metered(storage, &mut registry);
+        karpor_server::register_process(&mut registry, env!("CARGO_PKG_VERSION"));
+        // One client per member cluster, shared by the syncer and the API's live reads.
+        let exec = config.kubernetes.exec_settings();
+        let clients = karpor_syncer::client_cache(exec.clone());
+        Ok(Parts {
+            registry,
+            health,
+            metastore,
+            storage,
+            exec,
+            clients,
+            workers: CancellationToken::new(),
+        })
+    }
+}
+
+fn start_syncer(config: &Config, parts: &mut Parts) -> Syncer {
+    Syncer::new(SyncerParts {
+        audit: config.audit.clone(),
+        member: config.syncer.member(),
+        metastore: parts.metastore.clone(),
+        storage: parts.storage.clone(),
+        health: parts.health.clone(),
+        metrics: karpor_syncer::metrics(&mut parts.registry),
+        clients: parts.clients.clone(),
+        settings: config.syncer.settings(),
+    })
+}
+
+/// Registration order is print order: Ping, Server, Syncer, Storage, the upstreams (and
+/// the syncer's Cluster/NAME checks as clusters start).
+fn register_checks(config: &Config, parts: &Parts, syncer: Option<&Syncer>) {
+    let heartbeat = Heartbeat::start(
+        HEARTBEAT_INTERVAL,
+        HEARTBEAT_STALE_AFTER,
+        parts.workers.clone(),
+    );
+    let mut checks: Vec<(Arc<dyn HealthReporter>, Membership)> = vec![
+        (Arc::new(Ping), Membership::BOTH),
+        (Arc::new(heartbeat), Membership::LIVEZ),
+        (
+            Arc::new(MetastoreCheck::new(parts.metastore.backend().clone())),
+            Membership::READYZ,
+        ),
+    ];
+    match syncer {
+        Some(syncer) => checks.push((Arc::new(syncer.check()), Membership::READYZ)),
+        // A server without its own syncer still tells whether a live syncer holds
+        // every cluster (not critical: it serves from storage meanwhile).
+        None => checks.push((
+            Arc::new(OwnersCheck::new(
+                parts.metastore.clone(),
+                config.syncer.settings().lease_ttl,
+            )),
+            Membership::READYZ,
+        )),
+    }
+    checks.push((
+        Arc::new(StorageCheck::new(parts.storage.clone())),
+        Membership::READYZ,
+    ));
+    let client = HealthClient::new(config.health.check_timeout);
+    for upstream in &config.readiness.upstreams {
+        let check = UpstreamCheck::new(
+            upstream.name.clone(),
+            upstream.url.clone(),
+            upstream.must_ready,
+            client.clone(),
+        );
+        checks.push((Arc::new(check), Membership::UPSTREAM));
+    }
+    for (check, membership) in checks {
+        parts.health.register(check, membership, None);
+    }
+}
+
+/// The REST API's routes and the lines the page lists them by.
+async fn api_routes(
+    config: &Config,
+    parts: &mut Parts,
+    syncer: Option<&Syncer>,
+) -> anyhow::Result<(axum::Router, Vec<String>)> {
+    let routes = karpor_api::routes(karpor_api::ApiParts {
+        metastore: parts.metastore.clone(),
+        storage: parts.storage.clone(),
+        sync: syncer.map(Syncer::status),
+        exec: parts.exec.clone(),
+        auth: authenticator(config).await?,
+        read_only: config.server.read_only,
+        limits: config.server.limits.clone(),
+        audit: config.audit.clone(),
+        clients: parts.clients.clone(),
+        live: LiveBounds::new(config.server.limits.live.clone(), &mut parts.registry),
+        rule_limits: config.syncer.limits,
+    });
+    let endpoints = karpor_api::endpoints()
+        .iter()
+        .map(karpor_api::Endpoint::line)
+        .collect();
+    Ok((routes, endpoints))
+}
+
+/// Listens on the mode's address, writes the bound one to `address_file`, and says
+/// where to find what this process serves.
+async fn bind(plan: &Plan, address_file: Option<PathBuf>) -> anyhow::Result<TcpListener> {
+    let address = plan.listen;
+    let listener = listen(address).with_context(|| format!("cannot listen on {address}"))?;
+    let bound = listener.local_addr()?;
+    if let Some(path) = address_file {
+        let text = format!("{bound}\n");
+        tokio::task::spawn_blocking(move || {
+            karpor_core::private_file::replace(&path, text.as_bytes())
+                .with_context(|| format!("cannot write {} (--address-file)", path.display()))
+        })
+        .await??;
+    }
+    let scheme = if plan.tls.is_some() { "https" } else { "http" };
+    if plan.api {
+        tracing::info!(
+            address = %bound,
+            mode = plan.name,
+            page = format!("{scheme}://{bound}/"),
+            api = format!("{scheme}://{bound}{}", karpor_api::PREFIX),
+            "listening"
+        );
+    } else {
+        tracing::info!(
+            address = %bound,
+            mode = plan.name,
+            probes = format!("{scheme}://{bound}/readyz"),
+            "listening"
+        );
+    }
+    Ok(listener)
 }
 
 /// Connections the kernel holds for the server before it accepts them. std's 128 drops
