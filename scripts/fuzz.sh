@@ -16,9 +16,12 @@ if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
   cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked -q
 fi
 mkdir -p target
+# Outside the clone, as the test services' builds are: the fuzz build's dependencies
+# (libFuzzer's flags, release) are compiled once per machine, not once per clone.
+fuzz_target_dir=${KARPOR_FUZZ_TARGET_DIR:-$HOME/.cache/karpor-test/fuzz-target}
 for fuzz_target in search_parser kubeconfig_import; do
   log="target/fuzz-$fuzz_target.log"
-  if cargo fuzz run --fuzz-dir tests/fuzz --sanitizer none "$fuzz_target" -- \
+  if cargo fuzz run --fuzz-dir tests/fuzz --target-dir "$fuzz_target_dir" --sanitizer none "$fuzz_target" -- \
     -max_total_time="$seconds" >"$log" 2>&1; then
     echo "[fuzz] $fuzz_target: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "$log" | tail -n 1), no crash"
   else
