@@ -1,7 +1,9 @@
 //! Karpor's REST contract, route by route, as Karpor's clients use it: the requests its
 //! page and scripts send (extra query parameters, `name` in bodies, an empty
 //! `Authorization:` header, multipart uploads, text bodies) and the fields they read from
-//! the answers. Run on the embedded default and on etcd with the Elasticsearch-API server.
+//! the answers. Run by a real server on etcd with the Elasticsearch-API server, where
+//! `/endpoints` (the server's) is listed too; the same contract on the embedded default
+//! is tested in-process beside the API crate (`pkg/api/tests`).
 
 use karpor_storage::{ElasticConfig, RefreshPolicy, ResourceDocument, StorageConfig};
 use karpor_testkit::api::{Client, SECRETS};
@@ -13,15 +15,6 @@ const SERVE: &str = "server: {syncer: false}\nshutdown: {drain_delay: 1s}\n";
 const CLUSTER: &str = "prod";
 /// A kubeconfig as a user uploads it: a token credential, an unreachable server.
 const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: secret-token-1}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn karpors_clients_work_unchanged_on_the_embedded_default() {
-    let karpor = Spawn::serve(SERVE).start();
-    let storage = StorageConfig::Sqlite {
-        path: karpor.dir().join("data/resources.db"),
-    };
-    contract(&karpor, &storage, "sqlite").await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karpors_clients_work_unchanged_on_etcd_and_elasticsearch() {

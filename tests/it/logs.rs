@@ -57,7 +57,23 @@ async fn the_log_level_is_karpors_own() {
         .url("/rest-api/v1/search?query=select%20*%20from%20resources%20where%20kind%3D%27Pod%27"))
     .await;
     assert_eq!(code, 200);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A second request: once its first line is read from the log, every line of the
+    // search before it is too.
+    let (code, _) = get(&karpor.url("/rest-api/v1/clusters")).await;
+    assert_eq!(code, 200);
+    wait_for(
+        Duration::from_secs(10),
+        "both requests are logged",
+        || async {
+            let logs = karpor.logs();
+            let authenticated = logs
+                .lines()
+                .filter(|l| l.contains(" DEBUG ") && l.contains("authenticated"))
+                .count();
+            authenticated >= 2
+        },
+    )
+    .await;
     let logs = karpor.logs();
     assert!(logs.contains(" DEBUG "), "karpor's debug lines are there");
     for library in ["sqlx::", "sqlparser", "hyper::", "h2::"] {

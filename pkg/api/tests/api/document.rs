@@ -1,0 +1,172 @@
+//! What the API says about itself: `/openapi.json` (every operation in it reaches its
+//! handler, with its permission in `karpor_api::endpoints()`), `/server-configs` in
+//! Karpor's names, and the AI routes answering as Karpor's do with AI off.
+
+use axum::body::Body;
+use axum::http::header;
+use karpor_api::{endpoints, Permission};
+use serde_json::{json, Value};
+
+use crate::app::{text, Api, Setup};
+
+async fn public_json(api: &Api, path: &str) -> Value {
+    let response = api
+        .raw(
+            api.anonymous()
+                .request("GET", path)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(response.status(), 200, "{path}");
+    let content_type = response.headers()[header::CONTENT_TYPE].clone();
+    assert_eq!(content_type, "application/json", "{path}");
+    serde_json::from_str(&text(response).await).unwrap()
+}
+
+/// Each route is registered once, with its document entry: every path and method of the
+/// document reaches a handler (never the fallback's 404 or a 405), and is an endpoint
+/// with a permission.
+#[tokio::test]
+async fn every_documented_operation_reaches_its_handler() {
+    let api = Setup::default().start().await;
+    let admin = api.admin();
+    let document = public_json(&api, "/openapi.json").await;
+    assert_eq!(document, karpor_api::document(), "served as built");
+    let endpoints = endpoints();
+    let paths = document["paths"].as_object().unwrap();
+    let mut operations = 0;
+    for (path, methods) in paths {
+        assert!(path.starts_with("/rest-api/v1/"), "{path}");
+        for method in methods.as_object().unwrap().keys() {
+            let method = method.to_uppercase();
+            let endpoint = endpoints
+                .iter()
+                .find(|e| e.method.as_str() == method && &e.path == path);
+            assert!(endpoint.is_some(), "{method} {path} has no permission");
+            let concrete = path
+                .replace("{name}", "no-such-name")
+                .replace("{cluster}", "no-such-cluster")
+                .replace("{namespace}", "default");
+            let request = admin.request(&method, &concrete);
+            let request = if method == "POST" || method == "PUT" {
+                request
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from("{}"))
+            } else {
+                request.body(Body::empty())
+            };
+            // Raw: the AI streams answer outside the envelope, as Karpor's do.
+            let response = api.raw(request.unwrap()).await;
+            let code = response.status().as_u16();
+            let answer = if code == 200 {
+                String::new()
+            } else {
+                text(response).await
+            };
+            assert_ne!(code, 405, "{method} {path}: {answer}");
+            assert!(!answer.contains("no such route"), "{method} {path}");
+            operations += 1;
+        }
+    }
+    // Every endpoint but the two public ones outside the prefix is documented.
+    let outside: Vec<_> = endpoints
+        .iter()
+        .filter(|e| e.permission == Permission::Public)
+        .map(|e| e.line())
+        .collect();
+    assert_eq!(outside, ["GET\t/openapi.json", "GET\t/server-configs"]);
+    assert_eq!(operations, endpoints.len() - outside.len());
+    for path in [
+        "/rest-api/v1/sync-rules",
+        "/rest-api/v1/sync-rule/{name}",
+        "/rest-api/v1/sync-rule/{name}/dry-run",
+    ] {
+        assert!(
+            document["paths"][path].is_object(),
+            "{path} is not documented"
+        );
+    }
+    // A record is an object: serde would read a struct from an array (`[]` for a policy
+    // whose fields all have defaults), so bodies are refused unless they are objects.
+    for (method, path) in [
+        ("PUT", "/rest-api/v1/audit/policy"),
+        ("POST", "/rest-api/v1/sync-rule/no-such-name"),
+        ("POST", "/rest-api/v1/relation-rule/no-such-name"),
+    ] {
+        let (code, answer) = admin.call(method, path, Some(json!([]))).await;
+        assert_eq!(code, 400, "{method} {path}: {answer}");
+        assert_eq!(answer["message"], "the body must be a JSON object");
+    }
+}
+
+/// `/server-configs` outside the envelope with the fields Karpor's page reads.
+#[tokio::test]
+async fn server_configs_answer_karpors_page_outside_the_envelope() {
+    let api = Setup::default().start().await;
+    let configs = public_json(&api, "/server-configs").await;
+    assert!(configs.get("success").is_none(), "not enveloped: {configs}");
+    assert_eq!(configs["CoreOptions"]["ReadOnlyMode"], false, "{configs}");
+    assert_eq!(configs["CoreOptions"]["EnableRBAC"], true, "{configs}");
+    assert_eq!(
+        configs["Version"],
+        format!("v{}", env!("CARGO_PKG_VERSION")),
+        "{configs}"
+    );
+    assert_eq!(configs["AIOptions"]["AIModel"], "", "AI is off: {configs}");
+    assert_eq!(configs["AIOptions"]["AIAuthToken"], "", "{configs}");
+    assert_eq!(
+        configs["StorageOptions"]["SearchStorageType"], "sqlite",
+        "{configs}"
+    );
+    api.assert_no_secret_answered();
+}
+
+/// Without a model service the AI routes answer as Karpor's do: the diagnosis streams
+/// 503 in plain text, the interpret streams one `error` event.
+#[tokio::test]
+async fn the_ai_routes_answer_as_karpors_do_without_ai() {
+    let api = Setup::default().start().await;
+    let guest = api.guest();
+    let post = |path: &str, body: Value| {
+        guest
+            .request("POST", path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+    for path in [
+        "/rest-api/v1/insight/aggregator/log/diagnosis/stream",
+        "/rest-api/v1/insight/aggregator/event/diagnosis/stream",
+    ] {
+        let response = api
+            .raw(post(path, json!({"logs": ["x"], "language": "English"})))
+            .await;
+        assert_eq!(response.status(), 503, "{path}");
+        assert_eq!(text(response).await, "AI service is not available");
+    }
+    for path in [
+        "/rest-api/v1/insight/yaml/interpret/stream",
+        "/rest-api/v1/insight/issue/interpret/stream",
+    ] {
+        let response = api
+            .raw(post(
+                path,
+                json!({"yaml": "kind: Pod", "language": "English"}),
+            ))
+            .await;
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "text/event-stream",
+            "{path}"
+        );
+        let text = text(response).await;
+        let event: Value =
+            serde_json::from_str(text.trim().strip_prefix("data: ").unwrap()).unwrap();
+        assert_eq!(
+            event,
+            json!({"type": "error", "content": "AI service not configured"})
+        );
+    }
+}
