@@ -21,14 +21,15 @@ use karpor_storage::Storage;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::check::{cluster_check, ClusterCheck};
-use crate::cluster::{ClusterRun, ClusterSync};
-use crate::membership::{self, Fence, LeaseSeen};
-use crate::outage::{self, Recoveries};
-use crate::ownership;
-use crate::policy::{Ingest, IngestPolicy};
-use crate::rules::{rules_for, VersionedRule};
-use crate::status::{Share, SyncStatus};
+use crate::checks::cluster::{cluster_check, ClusterCheck};
+use crate::cluster::fence::Fence;
+use crate::cluster::run::Recoveries;
+use crate::cluster::run::{ClusterRun, ClusterSync};
+use crate::fleet::lease::LeaseSeen;
+use crate::fleet::{lease, outage, placement};
+use crate::ingest::policy::{Ingest, IngestPolicy};
+use crate::rules::resolve::{rules_for, VersionedRule};
+use crate::status::clusters::{Share, SyncStatus};
 use crate::SyncSettings;
 
 pub(crate) struct Supervisor {
@@ -88,7 +89,7 @@ impl Supervisor {
         let fence = Fence::new();
         // Stopped after the syncs, so the lease outlives every write.
         let keeper = CancellationToken::new();
-        let lease = membership::keep(
+        let lease = lease::keep(
             self.metastore.clone(),
             self.member.clone(),
             self.settings.lease_ttl,
@@ -314,7 +315,7 @@ impl Supervisor {
             }
         }
         let registered: BTreeSet<String> = state.registered.keys().cloned().collect();
-        let plan = ownership::plan(&lease.member, &members, &registered, &holders);
+        let plan = placement::plan(&lease.member, &members, &registered, &holders);
         if !plan.release.is_empty() {
             // Stopped first (all at once): never two writers of one cluster.
             for name in &plan.release {
@@ -348,7 +349,7 @@ impl Supervisor {
             .iter()
             .filter(|name| {
                 !state.owned.contains_key(*name)
-                    && ownership::preferred(&members, name) == Some(lease.member.as_str())
+                    && placement::preferred(&members, name) == Some(lease.member.as_str())
             })
             .count();
         self.converge(state).await;

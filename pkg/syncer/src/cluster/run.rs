@@ -11,25 +11,23 @@ use karpor_core::model::{Cluster, SyncRule};
 use karpor_health::Reason;
 use karpor_kube::{ClientCache, ClientError, ClusterClient, Timeouts};
 use karpor_storage::Storage;
-use kube::core::Version;
-use kube::discovery::Discovery;
 use kube::Client;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::counts;
-use crate::lists::Lists;
-use crate::membership::Fence;
-use crate::outage::Recoveries;
-use crate::policy::Ingest;
-use crate::policy::PolicySeen;
-use crate::rules::{resolve_within, Discovered, RulesSeen, Target, TargetKey};
-use crate::status::{ClusterProgress, RuleInForce, SyncState};
-use crate::sweep::Coverage;
-use crate::watch::{now_millis, Watcher};
-use crate::writer::{self, Op};
+use crate::cluster::document_counts;
+use crate::cluster::fence::Fence;
+use crate::cluster::owed_lists::Lists;
+use crate::cluster::sweep::Coverage;
+use crate::cluster::watcher::{now_millis, Watcher};
+use crate::cluster::writer::{self, Op};
+use crate::ingest::policy::Ingest;
+use crate::ingest::policy::PolicySeen;
+use crate::rules::discovery::{discover, Discovered};
+use crate::rules::resolve::{resolve_within, RulesSeen, Target, TargetKey};
+use crate::status::clusters::{ClusterProgress, RuleInForce, SyncState};
 use crate::SyncSettings;
 
 /// The cluster's API client, once its kubeconfig has been turned into one (and again when
@@ -37,6 +35,10 @@ use crate::SyncSettings;
 /// [`ClientSeen`].
 pub(crate) type ClientSlot = watch::Sender<Option<Client>>;
 pub(crate) type ClientSeen = watch::Receiver<Option<Client>>;
+
+/// Counts storage recoveries ([`crate::fleet::outage`]): a cluster relists whenever it
+/// changes.
+pub(crate) type Recoveries = watch::Receiver<u64>;
 
 /// The timeouts of a member cluster's client, the syncer's and the API's alike (the API
 /// bounds each of its calls shorter). A watch is silent for up to the API server's watch
@@ -198,7 +200,7 @@ impl ClusterRun {
                     let error = karpor_kube::describe(&e);
                     tracing::warn!(error, "discovery failed; retrying");
                     self.progress
-                        .set_state(SyncState::Error(crate::reason::of_kube(&e)));
+                        .set_state(SyncState::Error(crate::status::reason::of_kube(&e)));
                     let wait = retry;
                     retry = (retry * 2).min(self.settings.rediscover);
                     wait
@@ -300,7 +302,7 @@ impl ClusterRun {
         let types = self.progress.types();
         let counted = tokio::time::timeout(
             COUNT_TIMEOUT,
-            counts::count(self.storage.as_ref(), &self.cluster.name, &types),
+            document_counts::count(self.storage.as_ref(), &self.cluster.name, &types),
         )
         .await;
         match counted {
@@ -460,42 +462,4 @@ impl ClusterRun {
             return None;
         }
     }
-}
-
-/// Every served resource type, with whether a `*` version picks it: the group's
-/// preferred version when it serves the resource, else the most stable one that does.
-pub(crate) async fn discover(client: &Client) -> Result<Vec<Discovered>, kube::Error> {
-    let discovery = Discovery::new(client.clone()).run().await?;
-    let mut found = Vec::new();
-    for group in discovery.groups() {
-        let preferred = group.preferred_version_or_latest();
-        let mut picked: HashMap<String, &str> = HashMap::new();
-        for version in group.versions() {
-            for (resource, _) in group.versioned_resources(version) {
-                let better = match picked.get(&resource.plural) {
-                    None => true,
-                    Some(&current) => {
-                        current != preferred
-                            && (version == preferred
-                                || Version::parse(version).priority()
-                                    > Version::parse(current).priority())
-                    }
-                };
-                if better {
-                    picked.insert(resource.plural, version);
-                }
-            }
-        }
-        for version in group.versions() {
-            for (resource, capabilities) in group.versioned_resources(version) {
-                let preferred = picked.get(&resource.plural) == Some(&version);
-                found.push(Discovered {
-                    resource,
-                    capabilities,
-                    preferred,
-                });
-            }
-        }
-    }
-    Ok(found)
 }

@@ -8,8 +8,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use karpor_health::Reason;
 use time::OffsetDateTime;
 
-use crate::metrics::SyncMetrics;
-use crate::type_status::{TypeId, TypeInfo, TypeProgress, TypeSnapshot};
+use crate::status::metrics::SyncMetrics;
+use crate::status::watched_types::{TypeId, TypeInfo, TypeProgress, TypeSnapshot};
 
 /// Where a cluster's sync stands.
 #[derive(Debug, Clone, PartialEq, Eq)]

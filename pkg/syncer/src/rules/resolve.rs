@@ -9,10 +9,11 @@ use karpor_core::model::{
     Cluster, ClusterSelector, OverLimit, ResourceSelector, RuleLimits, SyncRule, Transform,
     TransformMode,
 };
-use kube::discovery::{verbs, ApiCapabilities, ApiResource, Scope};
+use kube::discovery::{ApiResource, Scope};
 
-use crate::policy::Ingest;
-use crate::transform::{ObjectType, Trimmer};
+use crate::ingest::policy::Ingest;
+use crate::ingest::transform::{ObjectType, Trimmer};
+use crate::rules::discovery::Discovered;
 
 /// The built-in rule's name: every type, in full.
 pub const DEFAULT_RULE: &str = "default";
@@ -195,23 +196,6 @@ impl Target {
     }
 }
 
-/// A resource as discovery reports it.
-#[derive(Debug, Clone)]
-pub(crate) struct Discovered {
-    pub resource: ApiResource,
-    pub capabilities: ApiCapabilities,
-    /// The version a `*` version picks: the group's preferred one when it serves the
-    /// resource, else the most stable that does (batch/v1beta1 CronJobs before 1.21).
-    pub preferred: bool,
-}
-
-impl Discovered {
-    pub(crate) fn watchable(&self) -> bool {
-        self.capabilities.supports_operation(verbs::LIST)
-            && self.capabilities.supports_operation(verbs::WATCH)
-    }
-}
-
 /// The watchers `rules` ask for among `discovered`, in discovery's order. A resource
 /// type selected by several rules is watched once, by the rule that names it most
 /// precisely (its resource named over `*`, then its group, then its version), the first
@@ -378,6 +362,7 @@ fn precision(selector: &ResourceSelector, d: &Discovered) -> Option<Precision> {
 mod tests {
     use super::*;
     use karpor_core::model::{Kubeconfig, Record};
+    use kube::discovery::{verbs, ApiCapabilities};
 
     fn audit() -> Arc<Ingest> {
         Arc::new(Ingest::default())
@@ -663,7 +648,7 @@ mod tests {
     /// docs/syncer.md gives the reason for each type a `*` leaves out.
     #[test]
     fn the_docs_list_every_type_a_star_leaves_out() {
-        let docs = include_str!("../../../docs/syncer.md");
+        let docs = include_str!("../../../../docs/syncer.md");
         for (group, plural, _) in NOT_BY_WILDCARD {
             let named = if group.is_empty() {
                 format!("`{plural}`")
