@@ -239,11 +239,7 @@ impl Writer {
                 };
                 if removed > 0 {
                     self.progress.wrote();
-                    tracing::info!(
-                        cluster,
-                        removed,
-                        "removed documents the sync rules no longer select"
-                    );
+                    tracing::info!(removed, "removed documents the sync rules no longer select");
                 }
                 lists.swept();
                 true
@@ -269,7 +265,7 @@ impl Writer {
                 let Some(purged) = purged else { return false };
                 self.progress.wrote();
                 if purged > 0 {
-                    tracing::debug!(cluster, kind, purged, "purged documents a list did not see");
+                    tracing::debug!(kind, purged, "purged documents a list did not see");
                 }
                 if let Some((lists, key)) = first_list {
                     lists.listed(&key);

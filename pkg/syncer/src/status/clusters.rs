@@ -138,7 +138,7 @@ impl ClusterProgress {
         let name = state.as_str();
         let mut current = self.state.write().unwrap_or_else(PoisonError::into_inner);
         if *current != state {
-            tracing::info!(cluster = %self.name, from = current.as_str(), to = name, "cluster sync state");
+            tracing::info!(from = current.as_str(), to = name, "cluster sync state");
             *current = state;
             self.metrics.set_state(&self.name, name, &SyncState::NAMES);
         }
