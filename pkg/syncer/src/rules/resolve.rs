@@ -2,7 +2,7 @@
 //! cluster and resolved against the cluster's discovery (never against plural spellings).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use karpor_core::model::{
@@ -120,29 +120,8 @@ pub fn selects(selector: &ClusterSelector, cluster: &Cluster) -> bool {
     match selector {
         ClusterSelector::All => true,
         ClusterSelector::Names(names) => names.iter().any(|n| n == &cluster.name),
-        ClusterSelector::Selector(s) => label_selector_matches(s, &cluster.labels),
+        ClusterSelector::Selector(s) => s.matches(&cluster.labels),
     }
-}
-
-/// Kubernetes equality-based selector syntax: `a=b`, `a==b`, `a!=b`, `a`, `!a`, joined by
-/// commas, all of which must hold.
-pub(crate) fn label_selector_matches(selector: &str, labels: &BTreeMap<String, String>) -> bool {
-    selector
-        .split(',')
-        .map(str::trim)
-        .filter(|term| !term.is_empty())
-        .all(|term| {
-            if let Some((k, v)) = term.split_once("!=") {
-                labels.get(k.trim()).map(String::as_str) != Some(v.trim())
-            } else if let Some((k, v)) = term.split_once('=') {
-                let v = v.strip_prefix('=').unwrap_or(v);
-                labels.get(k.trim()).map(String::as_str) == Some(v.trim())
-            } else if let Some(k) = term.strip_prefix('!') {
-                !labels.contains_key(k.trim())
-            } else {
-                labels.contains_key(term)
-            }
-        })
 }
 
 /// What one rule asks of each watcher it gives rise to.
@@ -494,24 +473,14 @@ mod tests {
         let mut by_name = rule("n", &[("", "v1", "pods")]);
         by_name.clusters = ClusterSelector::Names(vec!["prod".into()]);
         let mut by_label = rule("l", &[("", "v1", "pods")]);
-        by_label.clusters = ClusterSelector::Selector("env=prod,tier!=2,!canary".into());
+        by_label.clusters = ClusterSelector::Selector("env=prod,tier!=2,!canary".parse().unwrap());
         let mut other = rule("o", &[("", "v1", "pods")]);
-        other.clusters = ClusterSelector::Selector("env==dev".into());
+        other.clusters = ClusterSelector::Selector("env==dev".parse().unwrap());
         let names: Vec<String> = rules_for(&c, &[by_name, other, by_label])
             .into_iter()
             .map(|r| r.name)
             .collect();
         assert_eq!(names, ["l", "n"]);
-    }
-
-    #[test]
-    fn label_selector_terms() {
-        let labels = BTreeMap::from([("a".to_owned(), "1".to_owned())]);
-        assert!(label_selector_matches("a", &labels));
-        assert!(label_selector_matches("a=1, !b", &labels));
-        assert!(!label_selector_matches("a!=1", &labels));
-        assert!(!label_selector_matches("b", &labels));
-        assert!(label_selector_matches("", &labels));
     }
 
     #[test]
