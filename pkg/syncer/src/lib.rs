@@ -6,28 +6,16 @@
 //! select. Nothing holds a copy of a cluster's objects in memory. A rule can be tried
 //! against a cluster first ([`dry_run`]).
 
-mod check;
+mod checks;
 mod cluster;
 mod config;
-mod counts;
-mod dry_run;
-mod lists;
-mod membership;
-mod metrics;
-mod outage;
-mod owners;
-mod ownership;
-mod pdb;
-mod policy;
-mod reason;
+mod fleet;
+mod ingest;
 mod rules;
 mod status;
-mod supervisor;
-mod sweep;
-mod transform;
-mod type_status;
-mod watch;
-mod writer;
+
+// config.rs names these by their paths before the rooms.
+use fleet::lease as membership;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,24 +30,27 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use check::{SyncerCheck, CLUSTER_CHECK_PREFIX, SYNCER_CHECK};
-pub use cluster::CLIENT_TIMEOUTS;
+pub use checks::cluster::CLUSTER_CHECK_PREFIX;
+pub use checks::syncer::{SyncerCheck, SYNCER_CHECK};
+pub use checks::unowned::OwnersCheck;
+pub use cluster::run::CLIENT_TIMEOUTS;
 
 /// The member clusters' clients, one per cluster, built with the syncer's timeouts: give
 /// the same cache to the syncer and to the API so both use one client per cluster.
 pub fn client_cache(exec: Arc<ExecSettings>) -> Arc<ClientCache> {
     Arc::new(ClientCache::new(exec, CLIENT_TIMEOUTS))
 }
+pub use cluster::writer::WriterSettings;
 pub use config::{SyncerConfig, MEMBER_ENV};
-pub use dry_run::{dry_run, DryRun, DryRunError, Selection};
-pub use membership::default_member;
-pub use metrics::SyncMetrics;
-pub use owners::OwnersCheck;
-pub use ownership::preferred;
-pub use rules::{default_rules, selects, DEFAULT_METADATA_RULE, DEFAULT_RULE};
-pub use status::{AuditProgress, ClusterSnapshot, RuleInForce, Share, SyncState, SyncStatus};
-pub use type_status::{TypeError, TypeSnapshot, TypeState};
-pub use writer::WriterSettings;
+pub use fleet::lease::default_member;
+pub use fleet::placement::preferred;
+pub use rules::dry_run::{dry_run, DryRun, DryRunError, Selection};
+pub use rules::resolve::{default_rules, selects, DEFAULT_METADATA_RULE, DEFAULT_RULE};
+pub use status::clusters::{
+    AuditProgress, ClusterSnapshot, RuleInForce, Share, SyncState, SyncStatus,
+};
+pub use status::metrics::SyncMetrics;
+pub use status::watched_types::{TypeError, TypeSnapshot, TypeState};
 
 /// Timing and batching, with production defaults.
 #[derive(Debug, Clone, Copy)]
@@ -120,7 +111,7 @@ pub struct SyncerParts {
 pub struct Syncer {
     status: Arc<SyncStatus>,
     storage: Arc<dyn Storage>,
-    supervisor: Option<supervisor::Supervisor>,
+    supervisor: Option<fleet::supervisor::Supervisor>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -129,7 +120,7 @@ impl Syncer {
         let status = Arc::new(SyncStatus::new(parts.metrics));
         status.set_running(true);
         Syncer {
-            supervisor: Some(supervisor::Supervisor {
+            supervisor: Some(fleet::supervisor::Supervisor {
                 metastore: parts.metastore,
                 storage: parts.storage.clone(),
                 health: parts.health,
@@ -154,7 +145,7 @@ impl Syncer {
         self.task = Some(tokio::spawn(async move {
             // The guard marks the syncer stopped however the task ends, panics included,
             // so the check can never report a dead syncer as healthy.
-            let _guard = status::RunningGuard(running);
+            let _guard = status::clusters::RunningGuard(running);
             supervisor.run(stop).await;
             tracing::info!("syncer stopped");
         }));

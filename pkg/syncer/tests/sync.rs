@@ -692,7 +692,7 @@ async fn a_rule_narrowed_widened_retargeted_and_deleted_leaves_storage_equal_to_
     elsewhere.clusters = ClusterSelector::Names(vec!["another-cluster".into()]);
     let v = h.put_rule(elsewhere).await;
     let mut namespace_elsewhere = rule("a-namespace", &[("", "namespaces")], &[]);
-    namespace_elsewhere.clusters = ClusterSelector::Selector("env=elsewhere".into());
+    namespace_elsewhere.clusters = ClusterSelector::Selector("env=elsewhere".parse().unwrap());
     let a = h.put_rule(namespace_elsewhere).await;
     kube.create(
         &configmaps(),

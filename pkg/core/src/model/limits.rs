@@ -112,14 +112,18 @@ impl RuleLimits {
 
     /// The first of a sync rule's counts over its limit.
     pub fn check_sync_rule(&self, rule: &SyncRule) -> Result<(), OverLimit> {
-        let selectors = [
+        let object_terms: usize = [
             rule.label_selector.as_deref(),
             rule.field_selector.as_deref(),
-            match &rule.clusters {
-                super::ClusterSelector::Selector(s) => Some(s.as_str()),
-                _ => None,
-            },
-        ];
+        ]
+        .into_iter()
+        .flatten()
+        .map(selector_terms)
+        .sum();
+        let cluster_terms = match &rule.clusters {
+            super::ClusterSelector::Selector(s) => s.term_count(),
+            _ => 0,
+        };
         let counts = [
             (
                 "namespaces",
@@ -135,7 +139,7 @@ impl RuleLimits {
             ),
             (
                 "labelSelector, fieldSelector and clusters.selector terms",
-                selectors.into_iter().flatten().map(selector_terms).sum(),
+                object_terms + cluster_terms,
                 self.selectors_per_rule,
                 "selectors_per_rule",
             ),
@@ -234,7 +238,7 @@ mod tests {
         SyncRule {
             name: "r".into(),
             description: String::new(),
-            clusters: ClusterSelector::Selector("env=prod,tier!=2".into()),
+            clusters: ClusterSelector::Selector("env=prod,tier!=2".parse().unwrap()),
             resources: vec![ResourceSelector {
                 group: "*".into(),
                 version: "*".into(),

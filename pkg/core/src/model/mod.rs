@@ -7,6 +7,7 @@ mod limits;
 mod name;
 mod relations;
 mod rules;
+mod selector;
 
 pub use audit::AuditPolicy;
 pub use cluster::{Cluster, Kubeconfig, MAX_KUBECONFIG_BYTES};
@@ -16,6 +17,7 @@ pub use relations::{validate_path, KindRef, Relation, RelationRule};
 pub use rules::{
     ClusterSelector, ResourceGroupRule, ResourceSelector, SyncRule, Transform, TransformMode,
 };
+pub use selector::{LabelSelector, SelectorError};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

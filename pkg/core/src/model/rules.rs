@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{validate_name, Kind, Record};
+use super::{validate_name, Kind, LabelSelector, Record};
 
 /// Which clusters, which resources, and how to store them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,14 +25,15 @@ pub struct SyncRule {
     pub keep_after_delete: bool,
 }
 
-/// `"*"`, `{names: [..]}` or `{selector: "env=prod"}`.
+/// `"*"`, `{names: [..]}` or `{selector: "env=prod"}` (read as a [`LabelSelector`], so a
+/// selector that is not one is refused where the rule is read).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ClusterSelector {
     #[serde(rename = "*")]
     All,
     Names(Vec<String>),
-    Selector(String),
+    Selector(LabelSelector),
 }
 
 /// A group/version/resource; `"*"` in any part matches every value.
@@ -75,14 +76,12 @@ impl Record for SyncRule {
     fn validate(&self) -> Result<(), String> {
         validate_name(&self.name).map_err(|e| format!("name: {e}"))?;
         match &self.clusters {
-            ClusterSelector::All => {}
+            ClusterSelector::All | ClusterSelector::Selector(_) => {}
             ClusterSelector::Names(names) => {
                 for (i, name) in names.iter().enumerate() {
                     validate_name(name).map_err(|e| format!("clusters.names[{i}]: {e}"))?;
                 }
             }
-            ClusterSelector::Selector(selector) => validate_cluster_selector(selector)
-                .map_err(|e| format!("clusters.selector: {e}"))?,
         }
         if self.resources.is_empty() {
             return Err(
@@ -152,60 +151,6 @@ fn is_group(group: &str) -> bool {
         || (group.len() <= 253 && group.split('.').all(|part| validate_name(part).is_ok()))
 }
 
-/// The selector the syncer matches cluster labels with: equality terms (`a=b`, `a==b`,
-/// `a!=b`, `a`, `!a`) joined by commas. Set terms (`in`, `notin`) are refused rather than
-/// read as something else.
-fn validate_cluster_selector(selector: &str) -> Result<(), String> {
-    if selector.trim().is_empty() {
-        return Err("empty; use \"*\" for every cluster".to_owned());
-    }
-    for term in selector.split(',').map(str::trim) {
-        let (key, value) = if let Some((k, v)) = term.split_once("!=") {
-            (k, Some(v))
-        } else if let Some((k, v)) = term.split_once('=') {
-            (k, Some(v.strip_prefix('=').unwrap_or(v)))
-        } else {
-            (term.strip_prefix('!').unwrap_or(term), None)
-        };
-        let key = key.trim();
-        if !is_label_key(key) {
-            return Err(format!(
-                "{term:?}: terms are KEY=VALUE, KEY!=VALUE, KEY or !KEY, joined by commas"
-            ));
-        }
-        if let Some(value) = value {
-            let value = value.trim();
-            if !value.is_empty() && !is_label_name(value) {
-                return Err(format!("{term:?}: {value:?} is not a label value"));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A label key: an optional DNS-subdomain prefix and `/`, then a name.
-fn is_label_key(key: &str) -> bool {
-    match key.rsplit_once('/') {
-        Some((prefix, name)) => {
-            prefix.len() <= 253
-                && prefix.split('.').all(|part| validate_name(part).is_ok())
-                && is_label_name(name)
-        }
-        None => is_label_name(key),
-    }
-}
-
-/// 1 to 63 letters, digits, `-`, `_` and `.`, beginning and ending with a letter or digit.
-fn is_label_name(name: &str) -> bool {
-    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    name.len() <= 63
-        && alnum(name.chars().next())
-        && alnum(name.chars().last())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
 /// Object selectors go to the API server as they are (it parses them, set terms
 /// included): only what cannot be one is refused here.
 fn validate_object_selector(selector: &str) -> Result<(), String> {
@@ -261,7 +206,9 @@ mod tests {
             name: "apps".into(),
             description: String::new(),
             clusters: ClusterSelector::Selector(
-                "env=prod, tier!=2, !canary, example.com/team".into(),
+                "env=prod, tier!=2, !canary, example.com/team"
+                    .parse()
+                    .unwrap(),
             ),
             resources: vec![
                 selector("apps", "*", "deployments"),
@@ -282,15 +229,11 @@ mod tests {
     fn a_good_rule_passes_and_each_problem_names_its_field() {
         assert_eq!(rule().validate(), Ok(()));
         type Break = fn(&mut SyncRule);
-        let cases: [(Break, &str); 10] = [
+        let cases: [(Break, &str); 9] = [
             (|r| r.name = "Apps".into(), "name: "),
             (
                 |r| r.clusters = ClusterSelector::Names(vec!["ok".into(), "Not ok".into()]),
                 "clusters.names[1]: ",
-            ),
-            (
-                |r| r.clusters = ClusterSelector::Selector("env in (prod)".into()),
-                "clusters.selector: ",
             ),
             (|r| r.resources.clear(), "resources: empty"),
             (

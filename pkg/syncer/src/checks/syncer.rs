@@ -1,23 +1,17 @@
+//! The `Syncer` check of a process that runs the syncer: the supervisor runs, storage
+//! answers, every registered cluster has a live syncer, and this syncer's clusters have
+//! finished their first list.
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use karpor_health::{CheckOutcome, HealthReporter, Reason};
 use karpor_storage::Storage;
 
-use crate::cluster::ClientSeen;
-use crate::status::{ClusterProgress, SyncState};
-
 use crate::SyncStatus;
 
 /// The name of the syncer's check.
 pub const SYNCER_CHECK: &str = "Syncer";
-/// Each member cluster's check is named this, then the cluster's name.
-pub const CLUSTER_CHECK_PREFIX: &str = "Cluster/";
-
-/// The name of a member cluster's check.
-pub(crate) fn cluster_check(cluster: &str) -> String {
-    format!("{CLUSTER_CHECK_PREFIX}{cluster}")
-}
 
 /// The `Syncer` check: the supervisor runs, storage is reachable, no registered cluster
 /// has gone without a live syncer for longer than the lease TTL, and every cluster this
@@ -91,60 +85,10 @@ impl HealthReporter for SyncerCheck {
     }
 }
 
-/// `Cluster/NAME`, one per member cluster, not critical: can its API server be reached
-/// with its credentials now.
-pub(crate) struct ClusterCheck {
-    name: String,
-    progress: Arc<ClusterProgress>,
-    client: ClientSeen,
-}
-
-impl ClusterCheck {
-    pub(crate) fn new(progress: Arc<ClusterProgress>, client: ClientSeen) -> Self {
-        ClusterCheck {
-            name: cluster_check(progress.name()),
-            progress,
-            client,
-        }
-    }
-}
-
-#[async_trait]
-impl HealthReporter for ClusterCheck {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn critical(&self) -> bool {
-        false
-    }
-
-    async fn check(&self) -> CheckOutcome {
-        let client = self.client.borrow().clone();
-        let Some(client) = client else {
-            return match self.progress.state() {
-                SyncState::Error(reason) => {
-                    CheckOutcome::fail(reason, "the cluster's kubeconfig cannot be used")
-                }
-                _ => CheckOutcome::Pass,
-            };
-        };
-        let asked = std::time::Instant::now();
-        match client.apiserver_version().await {
-            Ok(version) => {
-                let latency = asked.elapsed().as_millis() as u64;
-                self.progress.server_answered(version.git_version, latency);
-                CheckOutcome::Pass
-            }
-            Err(e) => CheckOutcome::fail(crate::reason::of_kube(&e), karpor_kube::describe(&e)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SyncSettings, Syncer, SyncerParts};
+    use crate::{SyncSettings, SyncState, Syncer, SyncerParts};
     use karpor_health::{HealthChecker, HealthMetrics, Settings};
     use prometheus_client::registry::Registry;
     use tokio_util::sync::CancellationToken;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use karpor_search::{Expr, Field, Op, Value};
 use karpor_storage::{Storage, StorageError};
 
-use crate::sweep::{equals, query};
-use crate::type_status::TypeProgress;
+use crate::cluster::sweep::{equals, query};
+use crate::status::watched_types::TypeProgress;
 
 /// Most distinct values read from storage at once.
 const MAX_TERMS: usize = 10_000;

@@ -7,7 +7,7 @@ use std::sync::{PoisonError, RwLock};
 
 use time::OffsetDateTime;
 
-use crate::metrics::{SyncMetrics, TypeLabels};
+use crate::status::metrics::{SyncMetrics, TypeLabels};
 
 /// Why a type cannot be listed or watched now. Codes, not the API server's words: those
 /// name users and addresses and go to the log only.

@@ -13,7 +13,7 @@ use karpor_health::{CheckOutcome, HealthReporter, Reason};
 use karpor_metastore::Metastore;
 use tokio::time::Instant;
 
-use crate::check::SYNCER_CHECK;
+use crate::checks::syncer::SYNCER_CHECK;
 
 pub struct OwnersCheck {
     metastore: Metastore,

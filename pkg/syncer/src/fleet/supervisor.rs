@@ -21,14 +21,15 @@ use karpor_storage::Storage;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::check::{cluster_check, ClusterCheck};
-use crate::cluster::{ClusterRun, ClusterSync};
-use crate::membership::{self, Fence, LeaseSeen};
-use crate::outage::{self, Recoveries};
-use crate::ownership;
-use crate::policy::{Ingest, IngestPolicy};
-use crate::rules::{rules_for, VersionedRule};
-use crate::status::{Share, SyncStatus};
+use crate::checks::cluster::{cluster_check, ClusterCheck};
+use crate::cluster::fence::Fence;
+use crate::cluster::run::Recoveries;
+use crate::cluster::run::{span as cluster_span, ClusterRun, ClusterSync};
+use crate::fleet::lease::LeaseSeen;
+use crate::fleet::{lease, outage, placement};
+use crate::ingest::policy::{Ingest, IngestPolicy};
+use crate::rules::resolve::{rules_for, VersionedRule};
+use crate::status::clusters::{Share, SyncStatus};
 use crate::SyncSettings;
 
 pub(crate) struct Supervisor {
@@ -88,7 +89,7 @@ impl Supervisor {
         let fence = Fence::new();
         // Stopped after the syncs, so the lease outlives every write.
         let keeper = CancellationToken::new();
-        let lease = membership::keep(
+        let lease = lease::keep(
             self.metastore.clone(),
             self.member.clone(),
             self.settings.lease_ttl,
@@ -260,10 +261,8 @@ impl Supervisor {
         for name in before.keys().filter(|n| !state.registered.contains_key(*n)) {
             // Every member removes a deregistered cluster's documents (idempotent): its
             // owner may be gone too.
-            tracing::info!(
-                cluster = name,
-                "cluster deregistered; removing its documents"
-            );
+            cluster_span(name)
+                .in_scope(|| tracing::info!("cluster deregistered; removing its documents"));
             state.orphans.insert(name.clone());
         }
         for name in state.registered.keys() {
@@ -314,7 +313,7 @@ impl Supervisor {
             }
         }
         let registered: BTreeSet<String> = state.registered.keys().cloned().collect();
-        let plan = ownership::plan(&lease.member, &members, &registered, &holders);
+        let plan = placement::plan(&lease.member, &members, &registered, &holders);
         if !plan.release.is_empty() {
             // Stopped first (all at once): never two writers of one cluster.
             for name in &plan.release {
@@ -323,16 +322,14 @@ impl Supervisor {
             self.converge(state).await;
             for name in plan.release {
                 self.metastore.release(&lease, &name).await?;
-                tracing::info!(
-                    cluster = name,
-                    "handed the cluster over to its preferred member"
-                );
+                cluster_span(&name)
+                    .in_scope(|| tracing::info!("handed the cluster over to its preferred member"));
             }
         }
         for name in plan.claim {
             match self.metastore.claim(&lease, &name).await {
                 Ok(Some(epoch)) => {
-                    tracing::info!(cluster = name, epoch, "claimed the cluster");
+                    cluster_span(&name).in_scope(|| tracing::info!(epoch, "claimed the cluster"));
                     state.unowned.remove(&name);
                     state.owned.insert(name, epoch);
                 }
@@ -348,7 +345,7 @@ impl Supervisor {
             .iter()
             .filter(|name| {
                 !state.owned.contains_key(*name)
-                    && ownership::preferred(&members, name) == Some(lease.member.as_str())
+                    && placement::preferred(&members, name) == Some(lease.member.as_str())
             })
             .count();
         self.converge(state).await;
@@ -404,10 +401,8 @@ impl Supervisor {
                     });
                     continue;
                 }
-                tracing::info!(
-                    cluster = name,
-                    "cluster record changed; restarting its sync"
-                );
+                cluster_span(&name)
+                    .in_scope(|| tracing::info!("cluster record changed; restarting its sync"));
             }
             if let Some(old) = state.running.remove(&name) {
                 old.sync.stop().await;
@@ -535,15 +530,13 @@ impl Supervisor {
     async fn remove_orphans(&self, state: &mut State) {
         for name in std::mem::take(&mut state.orphans) {
             match self.storage.delete_cluster(&name).await {
-                Ok(removed) => {
-                    tracing::info!(
-                        cluster = name,
-                        removed,
-                        "removed a deregistered cluster's documents"
-                    )
-                }
+                Ok(removed) => cluster_span(&name).in_scope(|| {
+                    tracing::info!(removed, "removed a deregistered cluster's documents")
+                }),
                 Err(e) => {
-                    tracing::warn!(cluster = name, error = %e, "cannot remove a deregistered cluster's documents; will retry");
+                    cluster_span(&name).in_scope(|| {
+                        tracing::warn!(error = %e, "cannot remove a deregistered cluster's documents; will retry")
+                    });
                     state.orphans.insert(name);
                 }
             }

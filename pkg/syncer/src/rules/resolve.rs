@@ -2,17 +2,18 @@
 //! cluster and resolved against the cluster's discovery (never against plural spellings).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use karpor_core::model::{
     Cluster, ClusterSelector, OverLimit, ResourceSelector, RuleLimits, SyncRule, Transform,
     TransformMode,
 };
-use kube::discovery::{verbs, ApiCapabilities, ApiResource, Scope};
+use kube::discovery::{ApiResource, Scope};
 
-use crate::policy::Ingest;
-use crate::transform::{ObjectType, Trimmer};
+use crate::ingest::policy::Ingest;
+use crate::ingest::transform::{ObjectType, Trimmer};
+use crate::rules::discovery::Discovered;
 
 /// The built-in rule's name: every type, in full.
 pub const DEFAULT_RULE: &str = "default";
@@ -119,29 +120,8 @@ pub fn selects(selector: &ClusterSelector, cluster: &Cluster) -> bool {
     match selector {
         ClusterSelector::All => true,
         ClusterSelector::Names(names) => names.iter().any(|n| n == &cluster.name),
-        ClusterSelector::Selector(s) => label_selector_matches(s, &cluster.labels),
+        ClusterSelector::Selector(s) => s.matches(&cluster.labels),
     }
-}
-
-/// Kubernetes equality-based selector syntax: `a=b`, `a==b`, `a!=b`, `a`, `!a`, joined by
-/// commas, all of which must hold.
-pub(crate) fn label_selector_matches(selector: &str, labels: &BTreeMap<String, String>) -> bool {
-    selector
-        .split(',')
-        .map(str::trim)
-        .filter(|term| !term.is_empty())
-        .all(|term| {
-            if let Some((k, v)) = term.split_once("!=") {
-                labels.get(k.trim()).map(String::as_str) != Some(v.trim())
-            } else if let Some((k, v)) = term.split_once('=') {
-                let v = v.strip_prefix('=').unwrap_or(v);
-                labels.get(k.trim()).map(String::as_str) == Some(v.trim())
-            } else if let Some(k) = term.strip_prefix('!') {
-                !labels.contains_key(k.trim())
-            } else {
-                labels.contains_key(term)
-            }
-        })
 }
 
 /// What one rule asks of each watcher it gives rise to.
@@ -192,23 +172,6 @@ impl Target {
             api_version: self.resource.api_version.clone(),
             kind: self.resource.kind.clone(),
         }
-    }
-}
-
-/// A resource as discovery reports it.
-#[derive(Debug, Clone)]
-pub(crate) struct Discovered {
-    pub resource: ApiResource,
-    pub capabilities: ApiCapabilities,
-    /// The version a `*` version picks: the group's preferred one when it serves the
-    /// resource, else the most stable that does (batch/v1beta1 CronJobs before 1.21).
-    pub preferred: bool,
-}
-
-impl Discovered {
-    pub(crate) fn watchable(&self) -> bool {
-        self.capabilities.supports_operation(verbs::LIST)
-            && self.capabilities.supports_operation(verbs::WATCH)
     }
 }
 
@@ -378,6 +341,7 @@ fn precision(selector: &ResourceSelector, d: &Discovered) -> Option<Precision> {
 mod tests {
     use super::*;
     use karpor_core::model::{Kubeconfig, Record};
+    use kube::discovery::{verbs, ApiCapabilities};
 
     fn audit() -> Arc<Ingest> {
         Arc::new(Ingest::default())
@@ -509,24 +473,14 @@ mod tests {
         let mut by_name = rule("n", &[("", "v1", "pods")]);
         by_name.clusters = ClusterSelector::Names(vec!["prod".into()]);
         let mut by_label = rule("l", &[("", "v1", "pods")]);
-        by_label.clusters = ClusterSelector::Selector("env=prod,tier!=2,!canary".into());
+        by_label.clusters = ClusterSelector::Selector("env=prod,tier!=2,!canary".parse().unwrap());
         let mut other = rule("o", &[("", "v1", "pods")]);
-        other.clusters = ClusterSelector::Selector("env==dev".into());
+        other.clusters = ClusterSelector::Selector("env==dev".parse().unwrap());
         let names: Vec<String> = rules_for(&c, &[by_name, other, by_label])
             .into_iter()
             .map(|r| r.name)
             .collect();
         assert_eq!(names, ["l", "n"]);
-    }
-
-    #[test]
-    fn label_selector_terms() {
-        let labels = BTreeMap::from([("a".to_owned(), "1".to_owned())]);
-        assert!(label_selector_matches("a", &labels));
-        assert!(label_selector_matches("a=1, !b", &labels));
-        assert!(!label_selector_matches("a!=1", &labels));
-        assert!(!label_selector_matches("b", &labels));
-        assert!(label_selector_matches("", &labels));
     }
 
     #[test]
@@ -663,7 +617,7 @@ mod tests {
     /// docs/syncer.md gives the reason for each type a `*` leaves out.
     #[test]
     fn the_docs_list_every_type_a_star_leaves_out() {
-        let docs = include_str!("../../../docs/syncer.md");
+        let docs = include_str!("../../../../docs/syncer.md");
         for (group, plural, _) in NOT_BY_WILDCARD {
             let named = if group.is_empty() {
                 format!("`{plural}`")

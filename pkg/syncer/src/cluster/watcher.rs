@@ -13,11 +13,11 @@ use time::OffsetDateTime;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
-use crate::lists::Lists;
-use crate::rules::{Target, TargetKey};
-use crate::status::ClusterProgress;
-use crate::type_status::TypeProgress;
-use crate::writer::Op;
+use crate::cluster::owed_lists::Lists;
+use crate::cluster::writer::Op;
+use crate::rules::resolve::{Target, TargetKey};
+use crate::status::clusters::ClusterProgress;
+use crate::status::watched_types::TypeProgress;
 
 pub(crate) struct Watcher {
     pub client: Client,
@@ -72,9 +72,9 @@ impl Watcher {
             let event = match event {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
-                    if let Some(error) = crate::reason::of_type(&e) {
+                    if let Some(error) = crate::status::reason::of_type(&e) {
                         if !failing {
-                            let detail = crate::reason::describe_watch(&e);
+                            let detail = crate::status::reason::describe_watch(&e);
                             tracing::warn!(
                                 kind = object_type.kind,
                                 api_version = object_type.api_version,

@@ -4,7 +4,7 @@
 use karpor_health::Reason;
 use kube::runtime::watcher;
 
-use crate::type_status::TypeError;
+use crate::status::watched_types::TypeError;
 
 pub(crate) fn of_kube(error: &kube::Error) -> Reason {
     match error {

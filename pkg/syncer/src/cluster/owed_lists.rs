@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use karpor_health::Reason;
 use tokio::sync::watch;
 
-use crate::rules::{Target, TargetKey};
-use crate::status::{ClusterProgress, SyncState};
-use crate::type_status::{TypeError, TypeId, TypeInfo, TypeProgress, TypeState};
+use crate::rules::resolve::{Target, TargetKey};
+use crate::status::clusters::{ClusterProgress, SyncState};
+use crate::status::watched_types::{TypeError, TypeId, TypeInfo, TypeProgress, TypeState};
 
 #[derive(Debug)]
 struct Watch {

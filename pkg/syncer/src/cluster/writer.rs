@@ -16,12 +16,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::lists::Lists;
-use crate::membership::Fence;
-use crate::policy::PolicySeen;
-use crate::rules::TargetKey;
-use crate::status::ClusterProgress;
-use crate::sweep::Coverage;
+use crate::cluster::fence::Fence;
+use crate::cluster::owed_lists::Lists;
+use crate::cluster::sweep::Coverage;
+use crate::ingest::policy::PolicySeen;
+use crate::rules::resolve::TargetKey;
+use crate::status::clusters::ClusterProgress;
 
 /// How often a fenced writer looks whether its lease holds again.
 const FENCE_POLL: Duration = Duration::from_millis(100);
@@ -173,7 +173,7 @@ impl Writer {
         self.bytes = 0;
         let storage = self.storage.clone();
         let ingest = self.policy.borrow().ingest.clone();
-        if let Err(e) = crate::pdb::apply(
+        if let Err(e) = crate::ingest::pdb::apply(
             storage.as_ref(),
             self.progress.name(),
             &mut batch,
@@ -231,7 +231,7 @@ impl Writer {
             } => {
                 let removed = self
                     .retry("remove documents no rule selects", || {
-                        crate::sweep::sweep(storage.as_ref(), &cluster, &coverage, before)
+                        crate::cluster::sweep::sweep(storage.as_ref(), &cluster, &coverage, before)
                     })
                     .await;
                 let Some(removed) = removed else {
@@ -239,11 +239,7 @@ impl Writer {
                 };
                 if removed > 0 {
                     self.progress.wrote();
-                    tracing::info!(
-                        cluster,
-                        removed,
-                        "removed documents the sync rules no longer select"
-                    );
+                    tracing::info!(removed, "removed documents the sync rules no longer select");
                 }
                 lists.swept();
                 true
@@ -269,7 +265,7 @@ impl Writer {
                 let Some(purged) = purged else { return false };
                 self.progress.wrote();
                 if purged > 0 {
-                    tracing::debug!(cluster, kind, purged, "purged documents a list did not see");
+                    tracing::debug!(kind, purged, "purged documents a list did not see");
                 }
                 if let Some((lists, key)) = first_list {
                     lists.listed(&key);

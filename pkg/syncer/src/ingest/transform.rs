@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::policy::Ingest;
+use crate::ingest::policy::Ingest;
 use karpor_core::model::KindRef;
 use karpor_core::model::{Transform, TransformMode};
 use karpor_storage::ResourceDocument;

@@ -12,9 +12,9 @@ use karpor_kube::{ExecSettings, Timeouts};
 use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
 
-use crate::cluster::discover;
-use crate::rules::{resolve, selects, Target};
-use crate::type_status::TypeError;
+use crate::rules::discovery::discover;
+use crate::rules::resolve::{resolve, selects, Target};
+use crate::status::watched_types::TypeError;
 
 /// Calls to the cluster wait at most this long.
 const TIMEOUTS: Timeouts = Timeouts {
@@ -131,7 +131,7 @@ async fn select(client: Client, targets: Vec<Target>, watched_by: String) -> Sel
         match count(&client, target).await {
             Ok(n) => objects = objects.map(|total| total + n),
             Err(e) => {
-                error = Some(crate::reason::type_error(&e));
+                error = Some(crate::status::reason::type_error(&e));
                 objects = None;
                 break;
             }

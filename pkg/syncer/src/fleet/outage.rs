@@ -12,8 +12,7 @@ use karpor_storage::Storage;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// Counts storage recoveries; a cluster sync relists whenever it changes.
-pub(crate) type Recoveries = watch::Receiver<u64>;
+use crate::cluster::run::Recoveries;
 
 /// Pings `storage` every `interval` (each ping bounded by it) until `stop`.
 pub(crate) fn follow(

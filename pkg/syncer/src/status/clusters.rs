@@ -8,8 +8,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use karpor_health::Reason;
 use time::OffsetDateTime;
 
-use crate::metrics::SyncMetrics;
-use crate::type_status::{TypeId, TypeInfo, TypeProgress, TypeSnapshot};
+use crate::status::metrics::SyncMetrics;
+use crate::status::watched_types::{TypeId, TypeInfo, TypeProgress, TypeSnapshot};
 
 /// Where a cluster's sync stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +138,7 @@ impl ClusterProgress {
         let name = state.as_str();
         let mut current = self.state.write().unwrap_or_else(PoisonError::into_inner);
         if *current != state {
-            tracing::info!(cluster = %self.name, from = current.as_str(), to = name, "cluster sync state");
+            tracing::info!(from = current.as_str(), to = name, "cluster sync state");
             *current = state;
             self.metrics.set_state(&self.name, name, &SyncState::NAMES);
         }

@@ -12,7 +12,7 @@ use karpor_search::{Expr, Field, Op, Query, Value};
 use karpor_storage::{Storage, StorageError};
 use time::OffsetDateTime;
 
-use crate::rules::Target;
+use crate::rules::resolve::Target;
 
 /// Most distinct kinds, versions or namespaces read from storage at once.
 const MAX_TERMS: usize = 10_000;
@@ -120,8 +120,8 @@ mod tests {
     use kube::discovery::ApiResource;
 
     use super::*;
-    use crate::rules::default_rules;
-    use crate::transform::Trimmer;
+    use crate::ingest::transform::Trimmer;
+    use crate::rules::resolve::default_rules;
 
     fn document(
         cluster: &str,
@@ -143,7 +143,7 @@ mod tests {
             creation_timestamp: None,
             deletion_timestamp: None,
             resource_version: "1".into(),
-            sync_at: crate::watch::now_millis() - time::Duration::seconds(5),
+            sync_at: crate::cluster::watcher::now_millis() - time::Duration::seconds(5),
             deleted: name.ends_with("-gone"),
             object: serde_json::json!({}),
             issues: Vec::new(),
@@ -163,7 +163,7 @@ mod tests {
             },
             namespaced: true,
             namespace: namespace.map(str::to_owned),
-            options: Arc::new(crate::rules::WatchOptions {
+            options: Arc::new(crate::rules::resolve::WatchOptions {
                 rule: "r".into(),
                 label_selector: None,
                 field_selector: None,
@@ -206,7 +206,7 @@ mod tests {
             storage.as_ref(),
             "c",
             &Coverage::of(&targets),
-            crate::watch::now_millis(),
+            crate::cluster::watcher::now_millis(),
         )
         .await
         .unwrap();
