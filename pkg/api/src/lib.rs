@@ -22,6 +22,7 @@ mod search;
 mod server_info;
 mod sync_rules;
 mod topology;
+pub mod types;
 
 use std::sync::Arc;
 

@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 use super::{validate_name, Kind, Record};
 
 /// Which clusters, which resources, and how to store them.
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SyncRule {
@@ -26,6 +27,7 @@ pub struct SyncRule {
 }
 
 /// `"*"`, `{names: [..]}` or `{selector: "env=prod"}`.
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ClusterSelector {
@@ -36,6 +38,7 @@ pub enum ClusterSelector {
 }
 
 /// A group/version/resource; `"*"` in any part matches every value.
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceSelector {
@@ -45,6 +48,7 @@ pub struct ResourceSelector {
     pub resource: String,
 }
 
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Transform {
@@ -55,6 +59,7 @@ pub struct Transform {
     pub trim: Vec<String>,
 }
 
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum TransformMode {
@@ -222,6 +227,7 @@ fn validate_object_selector(selector: &str) -> Result<(), String> {
 const MAX_SELECTOR: usize = 4096;
 
 /// How to group resources in the insight views: by these fields of a document.
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResourceGroupRule {
