@@ -3,10 +3,13 @@
 
 use std::process::ExitCode;
 
-use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+use karpor_api::types::{AuditData, AuditedResource, Issue, ScoreData};
+use serde::Serialize;
 
 use super::output::{print_json, print_list, print_yaml, Column};
-use super::{encode, finish, text, Api, Failed};
+use super::{encode, finish, Api, Failed};
 use crate::args::{AuditArgs, Output, SeverityArg};
 
 pub(crate) async fn run(args: &AuditArgs) -> ExitCode {
@@ -29,15 +32,15 @@ async fn audit(args: &AuditArgs) -> Result<(), Failed> {
             encode(args.scope.as_deref().unwrap_or_default())
         ),
     };
-    let score = api
-        .call(
+    let score: ScoreData = api
+        .get(
             reqwest::Method::GET,
             &format!("/insight/score?{locator}"),
             None,
         )
         .await?;
-    let audit = api
-        .call(
+    let audit: AuditData = api
+        .get(
             reqwest::Method::GET,
             &format!("/insight/audit?{locator}"),
             None,
@@ -49,44 +52,61 @@ async fn audit(args: &AuditArgs) -> Result<(), Failed> {
         SeverityArg::Low => "Low",
     });
     // One row per finding and resource.
-    let rows: Vec<Value> = audit["issueGroups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|g| wanted.is_none_or(|w| g["issue"]["severity"] == w))
+    let rows: Vec<Row> = audit
+        .issue_groups
+        .iter()
+        .filter(|g| wanted.is_none_or(|w| g.issue.severity == w))
         .flat_map(|g| {
-            g["resourceGroups"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|r| json!({"issue": g["issue"], "resource": r}))
-                .collect::<Vec<_>>()
+            g.resource_groups.iter().map(|resource| Row {
+                issue: &g.issue,
+                resource,
+            })
         })
         .collect();
     let format = args.output.format();
     match format {
-        Output::Json => print_json(&json!({"score": score, "audit": audit})),
-        Output::Yaml => print_yaml(&json!({"score": score, "audit": audit}))?,
+        Output::Json => print_json(&Both {
+            score: &score,
+            audit: &audit,
+        }),
+        Output::Yaml => print_yaml(&Both {
+            score: &score,
+            audit: &audit,
+        })?,
         _ => {
             if format != Output::Name {
                 println!(
                     "score {:.1} · {} resources · {} findings{}",
-                    score["score"].as_f64().unwrap_or(100.0),
-                    text(&score["resourceTotal"]),
-                    text(&score["issuesTotal"]),
-                    by_severity(&score["severityStatistic"])
+                    score.score,
+                    score.resource_total,
+                    score.issues_total,
+                    by_severity(&score.severity_statistic)
                 );
             }
-            print_list(format, &rows, &COLUMNS, row_name)?;
+            print_list(format, &rows, &columns(), row_name)?;
         }
     }
     Ok(())
 }
 
-fn by_severity(counts: &Value) -> String {
+/// `-o json|yaml`: both answers.
+#[derive(Serialize)]
+struct Both<'a> {
+    score: &'a ScoreData,
+    audit: &'a AuditData,
+}
+
+/// A finding of one resource.
+#[derive(Serialize)]
+struct Row<'a> {
+    issue: &'a Issue,
+    resource: &'a AuditedResource,
+}
+
+fn by_severity(counts: &BTreeMap<String, u64>) -> String {
     let parts: Vec<String> = ["High", "Medium", "Low"]
         .iter()
-        .filter_map(|s| counts[s].as_u64().map(|n| format!("{s} {n}")))
+        .filter_map(|s| counts.get(*s).map(|n| format!("{s} {n}")))
         .collect();
     if parts.is_empty() {
         String::new()
@@ -96,52 +116,51 @@ fn by_severity(counts: &Value) -> String {
 }
 
 /// `CLUSTER/KIND/[NAMESPACE/]NAME`.
-fn resource(r: &Value) -> String {
-    let mut parts = vec![text(&r["cluster"]), text(&r["kind"]).to_lowercase()];
-    if !text(&r["namespace"]).is_empty() {
-        parts.push(text(&r["namespace"]));
+fn resource(r: &AuditedResource) -> String {
+    let mut parts = vec![r.cluster.clone(), r.kind.to_lowercase()];
+    if !r.namespace.is_empty() {
+        parts.push(r.namespace.clone());
     }
-    parts.push(text(&r["name"]));
+    parts.push(r.name.clone());
     parts.join("/")
 }
 
-fn row_name(row: &Value) -> String {
-    format!(
-        "{} {}",
-        text(&row["issue"]["rule"]),
-        resource(&row["resource"])
-    )
+fn row_name(row: &Row<'_>) -> String {
+    format!("{} {}", row.issue.rule, resource(row.resource))
 }
 
-const COLUMNS: [Column; 6] = [
-    Column {
-        header: "SEVERITY",
-        cell: |r| text(&r["issue"]["severity"]),
-        wide: false,
-    },
-    Column {
-        header: "RULE",
-        cell: |r| text(&r["issue"]["rule"]),
-        wide: false,
-    },
-    Column {
-        header: "RESOURCE",
-        cell: |r| resource(&r["resource"]),
-        wide: false,
-    },
-    Column {
-        header: "TITLE",
-        cell: |r| text(&r["issue"]["title"]),
-        wide: false,
-    },
-    Column {
-        header: "MESSAGE",
-        cell: |r| text(&r["issue"]["message"]),
-        wide: true,
-    },
-    Column {
-        header: "FIX",
-        cell: |r| text(&r["issue"]["remediation"]),
-        wide: true,
-    },
-];
+/// The table's columns (a function: a row borrows the answer).
+fn columns<'a>() -> [Column<Row<'a>>; 6] {
+    [
+        Column {
+            header: "SEVERITY",
+            cell: |r| r.issue.severity.clone(),
+            wide: false,
+        },
+        Column {
+            header: "RULE",
+            cell: |r| r.issue.rule.clone(),
+            wide: false,
+        },
+        Column {
+            header: "RESOURCE",
+            cell: |r| resource(r.resource),
+            wide: false,
+        },
+        Column {
+            header: "TITLE",
+            cell: |r| r.issue.title.clone(),
+            wide: false,
+        },
+        Column {
+            header: "MESSAGE",
+            cell: |r| r.issue.message.clone(),
+            wide: true,
+        },
+        Column {
+            header: "FIX",
+            cell: |r| r.issue.remediation.clone(),
+            wide: true,
+        },
+    ]
+}

@@ -1,17 +1,16 @@
 //! `karpor cluster add|get|update|list|rm`.
 
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use karpor_api::types::{ClusterBody, ClusterList, ClusterView, ValidateBody, ValidateView};
 use karpor_kube::kubeconfig;
 use reqwest::Method;
-use serde_json::{json, Value};
 
 use super::output::{or, print_json, print_list, print_yaml, Column};
-use super::{encode, finish, refused, text, Api, Failed};
+use super::{body, encode, finish, refused, time_text, Api, Failed};
 use crate::args::{ClusterCommand, ClusterFields, Output, ServerArgs};
 
 /// How often `--wait` asks how far the first sync got.
@@ -39,33 +38,33 @@ async fn dispatch(server: &ServerArgs, command: &ClusterCommand) -> Result<(), F
             if !no_validate {
                 validate(&api, &text).await?;
             }
-            let mut body = fields_body(fields);
-            body["kubeConfig"] = json!(text);
-            let data = api
-                .call(
+            let request = ClusterBody {
+                kube_config: Some(text),
+                ..fields_body(fields)
+            };
+            let added: ClusterView = api
+                .get(
                     Method::POST,
                     &format!("/cluster/{}", encode(name)),
-                    Some(body),
+                    body(&request),
                 )
                 .await?;
-            let summary = &data["kubeconfigSummary"];
-            println!(
-                "cluster {name} added (context {}, server {})",
-                text_of(&summary["context"]),
-                text_of(&summary["server"])
-            );
+            let (context, server) = added
+                .kubeconfig_summary
+                .map_or(("?".to_owned(), "?".to_owned()), |s| (s.context, s.server));
+            println!("cluster {name} added (context {context}, server {server})");
             if *wait {
                 wait_for_first_sync(&api, name, *wait_timeout).await?;
             }
         }
         ClusterCommand::Get { name, output } => {
-            let data = api
-                .call(Method::GET, &format!("/cluster/{}", encode(name)), None)
+            let cluster: ClusterView = api
+                .get(Method::GET, &format!("/cluster/{}", encode(name)), None)
                 .await?;
             match output.format() {
-                Output::Json => print_json(&data),
-                Output::Yaml => print_yaml(&data)?,
-                format => print_list(format, &[data], &COLUMNS, cluster_name)?,
+                Output::Json => print_json(&cluster),
+                Output::Yaml => print_yaml(&cluster)?,
+                format => print_list(format, &[cluster], &COLUMNS, cluster_name)?,
             }
         }
         ClusterCommand::Update {
@@ -75,26 +74,25 @@ async fn dispatch(server: &ServerArgs, command: &ClusterCommand) -> Result<(), F
             fields,
             no_validate,
         } => {
-            let mut body = fields_body(fields);
+            let mut request = fields_body(fields);
             if let Some(path) = kubeconfig {
                 let text = read_kubeconfig(path, context.as_deref())?;
                 if !no_validate {
                     validate(&api, &text).await?;
                 }
-                body["kubeConfig"] = json!(text);
+                request.kube_config = Some(text);
             }
             api.call(
                 Method::PUT,
                 &format!("/cluster/{}", encode(name)),
-                Some(body),
+                body(&request),
             )
             .await?;
             println!("cluster {name} updated");
         }
         ClusterCommand::List { output } => {
-            let data = api.call(Method::GET, "/clusters", None).await?;
-            let items = data["items"].as_array().cloned().unwrap_or_default();
-            print_list(output.format(), &items, &COLUMNS, cluster_name)?;
+            let list: ClusterList = api.get(Method::GET, "/clusters", None).await?;
+            print_list(output.format(), &list.items, &COLUMNS, cluster_name)?;
         }
         ClusterCommand::Rm { name } => {
             api.call(Method::DELETE, &format!("/cluster/{}", encode(name)), None)
@@ -105,20 +103,25 @@ async fn dispatch(server: &ServerArgs, command: &ClusterCommand) -> Result<(), F
     Ok(())
 }
 
-const COLUMNS: [Column; 12] = [
+const COLUMNS: [Column<ClusterView>; 12] = [
     Column {
         header: "NAME",
-        cell: |c| text(&c["name"]),
+        cell: |c| c.name.clone(),
         wide: false,
     },
     Column {
         header: "DISPLAY NAME",
-        cell: |c| text(&c["displayName"]),
+        cell: |c| c.display_name.clone(),
         wide: false,
     },
     Column {
         header: "SERVER",
-        cell: |c| text(&c["kubeconfigSummary"]["server"]),
+        cell: |c| {
+            c.kubeconfig_summary
+                .as_ref()
+                .map(|s| s.server.clone())
+                .unwrap_or_default()
+        },
         wide: false,
     },
     Column {
@@ -128,27 +131,32 @@ const COLUMNS: [Column; 12] = [
     },
     Column {
         header: "OBJECTS",
-        cell: |c| or(&c["syncStatus"]["objectsStored"], "<unknown>"),
+        cell: |c| or(&c.sync_status.objects_stored, "<unknown>"),
         wide: false,
     },
     Column {
         header: "AUTH",
-        cell: |c| text(&c["kubeconfigSummary"]["authKind"]),
+        cell: |c| {
+            c.kubeconfig_summary
+                .as_ref()
+                .map(|s| s.auth_kind.clone())
+                .unwrap_or_default()
+        },
         wide: true,
     },
     Column {
         header: "OWNER",
-        cell: |c| or(&c["syncStatus"]["owner"], "<none>"),
+        cell: |c| or(&c.sync_status.owner, "<none>"),
         wide: true,
     },
     Column {
         header: "EPOCH",
-        cell: |c| or(&c["syncStatus"]["epoch"], "<none>"),
+        cell: |c| or(&c.sync_status.epoch, "<none>"),
         wide: true,
     },
     Column {
         header: "LAST EVENT",
-        cell: |c| or(&c["syncStatus"]["lastEvent"], "<none>"),
+        cell: |c| or(&c.sync_status.last_event.as_ref().map(time_text), "<none>"),
         wide: true,
     },
     Column {
@@ -163,50 +171,48 @@ const COLUMNS: [Column; 12] = [
     },
     Column {
         header: "CREATED",
-        cell: |c| text(&c["createdAt"]),
+        cell: |c| time_text(&c.created_at),
         wide: true,
     },
 ];
 
-fn cluster_name(c: &Value) -> String {
-    format!("cluster/{}", text(&c["name"]))
+fn cluster_name(c: &ClusterView) -> String {
+    format!("cluster/{}", c.name)
 }
 
 /// `synced`, or `error (unreachable)` with the reason.
-fn sync_state(c: &Value) -> String {
-    let status = &c["syncStatus"];
-    match status["reason"].as_str() {
-        Some(reason) => format!("{} ({reason})", text(&status["state"])),
-        None => text(&status["state"]),
+fn sync_state(c: &ClusterView) -> String {
+    let status = &c.sync_status;
+    match &status.reason {
+        Some(reason) => format!("{} ({reason})", status.state),
+        None => status.state.clone(),
     }
 }
 
 /// `41/42 synced; secrets: forbidden`: the watched types, and each one that cannot be
 /// listed with why (the others sync regardless).
-fn types(c: &Value) -> String {
-    let Some(types) = c["syncStatus"]["types"].as_array() else {
+fn types(c: &ClusterView) -> String {
+    let Some(types) = &c.sync_status.types else {
         return "<unknown>".to_owned();
     };
-    let synced = types.iter().filter(|t| t["state"] == "synced").count();
+    let synced = types.iter().filter(|t| t.state == "synced").count();
     let mut summary = format!("{synced}/{} synced", types.len());
-    for t in types.iter().filter(|t| t["state"] == "error") {
-        let mut name = text(&t["resource"]);
-        if !text(&t["group"]).is_empty() {
-            name = format!("{name}.{}", text(&t["group"]));
+    for t in types.iter().filter(|t| t.state == "error") {
+        let mut name = t.resource.clone();
+        if !t.group.is_empty() {
+            name = format!("{name}.{}", t.group);
         }
-        if let Some(namespace) = t["namespace"].as_str() {
+        if let Some(namespace) = &t.namespace {
             name = format!("{name} in {namespace}");
         }
-        summary.push_str(&format!("; {name}: {}", text(&t["reason"])));
+        let reason = t.reason.clone().unwrap_or_default();
+        summary.push_str(&format!("; {name}: {reason}"));
     }
     summary
 }
 
-fn labels(c: &Value) -> String {
-    let labels: Vec<String> = c["labels"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", text(v))).collect())
-        .unwrap_or_default();
+fn labels(c: &ClusterView) -> String {
+    let labels: Vec<String> = c.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     if labels.is_empty() {
         "<none>".to_owned()
     } else {
@@ -214,37 +220,23 @@ fn labels(c: &Value) -> String {
     }
 }
 
-fn text_of(value: &Value) -> String {
-    value.as_str().unwrap_or("?").to_owned()
-}
-
-fn fields_body(fields: &ClusterFields) -> Value {
-    let mut body = json!({});
-    if let Some(v) = &fields.display_name {
-        body["displayName"] = json!(v);
+fn fields_body(fields: &ClusterFields) -> ClusterBody {
+    ClusterBody {
+        display_name: fields.display_name.clone(),
+        description: fields.description.clone(),
+        labels: (!fields.labels.is_empty()).then(|| fields.labels.iter().cloned().collect()),
+        ..ClusterBody::default()
     }
-    if let Some(v) = &fields.description {
-        body["description"] = json!(v);
-    }
-    if !fields.labels.is_empty() {
-        let labels: BTreeMap<&str, &str> = fields
-            .labels
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        body["labels"] = json!(labels);
-    }
-    body
 }
 
 /// The server reaches the cluster with this kubeconfig before it is registered.
 async fn validate(api: &Api, kubeconfig: &str) -> Result<(), Failed> {
-    let data = api
-        .try_call(
-            Method::POST,
-            "/cluster/config/validate",
-            Some(json!({"kubeConfig": kubeconfig})),
-        )
+    let request = ValidateBody {
+        kube_config: kubeconfig.to_owned(),
+        context: None,
+    };
+    let answer = api
+        .try_call(Method::POST, "/cluster/config/validate", body(&request))
         .await?
         .map_err(|refusal| {
             refused(format!(
@@ -252,9 +244,10 @@ async fn validate(api: &Api, kubeconfig: &str) -> Result<(), Failed> {
                 refusal.status, refusal.message
             ))
         })?;
+    let answer: ValidateView = super::decode(answer)?;
     eprintln!(
         "karpor: the API server answers (Kubernetes {})",
-        text_of(&data["gitVersion"])
+        answer.git_version
     );
     Ok(())
 }
@@ -265,12 +258,12 @@ async fn wait_for_first_sync(api: &Api, name: &str, limit: Duration) -> Result<(
     let mut unknown_since: Option<Instant> = None;
     let mut last_line = String::new();
     loop {
-        let data = api
-            .call(Method::GET, &format!("/cluster/{}", encode(name)), None)
+        let cluster: ClusterView = api
+            .get(Method::GET, &format!("/cluster/{}", encode(name)), None)
             .await?;
-        let status = &data["syncStatus"];
-        let state = status["state"].as_str().unwrap_or("unknown");
-        let synced = status["objectsSynced"].as_u64().unwrap_or(0);
+        let status = cluster.sync_status;
+        let state = status.state.as_str();
+        let synced = status.objects_synced.unwrap_or(0);
         let line = format!("{state}: {synced} objects synced");
         if line != last_line {
             eprintln!("karpor: {line}");
@@ -284,7 +277,7 @@ async fn wait_for_first_sync(api: &Api, name: &str, limit: Duration) -> Result<(
             "error" => {
                 return Err(refused(format!(
                     "cluster {name}'s sync failed: {}",
-                    text(&status["reason"])
+                    status.reason.unwrap_or_default()
                 )))
             }
             "unknown" => {

@@ -6,10 +6,11 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use serde_json::Value;
+use karpor_api::types::{AuditData, DetailedObject, ScoreData, TopologyAnswer};
+use serde_json::{Map, Value};
 
 use super::output::{print_json, print_yaml, table};
-use super::{encode, finish, refused, text, Api, Failed};
+use super::{encode, finish, refused, text, time_text, Api, Failed, Refusal};
 use crate::args::{DescribeArgs, Output};
 
 /// Events shown (newest first).
@@ -43,8 +44,8 @@ async fn describe(args: &DescribeArgs) -> Result<(), Failed> {
     if !namespace.is_empty() {
         locator.push_str(&format!("&namespace={}", encode(namespace)));
     }
-    let object = api
-        .call(
+    let detailed: DetailedObject = api
+        .get(
             reqwest::Method::GET,
             &format!("/insight/detail?{locator}"),
             None,
@@ -52,12 +53,14 @@ async fn describe(args: &DescribeArgs) -> Result<(), Failed> {
         .await?;
     match args.output.format() {
         Output::Json => {
-            print_json(&object);
+            print_json(&detailed);
             return Ok(());
         }
-        Output::Yaml => return print_yaml(&object),
+        Output::Yaml => return print_yaml(&detailed),
         _ => {}
     }
+    // The object is any kind's, as stored: its fields are read by name.
+    let object = Value::Object(detailed.object.clone());
     // The object's own spelling, for the routes that need a resource's full locator.
     let mut full = format!(
         "cluster={}&apiVersion={}&kind={}&name={}",
@@ -71,36 +74,23 @@ async fn describe(args: &DescribeArgs) -> Result<(), Failed> {
         full.push_str(&format!("&namespace={}", encode(&namespace)));
     }
     let mut out = String::new();
-    fields(&mut out, cluster, &object);
+    fields(&mut out, cluster, &detailed);
     let topology = api
-        .try_call(
+        .try_get(
             reqwest::Method::GET,
             &format!("/insight/topology?{full}&hops=1"),
-            None,
         )
         .await?;
-    relations(&mut out, cluster, &object, topology);
+    relations(&mut out, cluster, &detailed.object, topology);
     let audit = api
-        .try_call(
-            reqwest::Method::GET,
-            &format!("/insight/audit?{full}"),
-            None,
-        )
+        .try_get(reqwest::Method::GET, &format!("/insight/audit?{full}"))
         .await?;
     let score = api
-        .try_call(
-            reqwest::Method::GET,
-            &format!("/insight/score?{full}"),
-            None,
-        )
+        .try_get(reqwest::Method::GET, &format!("/insight/score?{full}"))
         .await?;
     findings(&mut out, audit, score);
     let events = api
-        .try_call(
-            reqwest::Method::GET,
-            &format!("/insight/events?{full}"),
-            None,
-        )
+        .try_get(reqwest::Method::GET, &format!("/insight/events?{full}"))
         .await?;
     recent_events(&mut out, events);
     print!("{out}");
@@ -124,7 +114,8 @@ fn pairs(map: &Value) -> String {
 }
 
 /// The fields kubectl describe leads with, and a few by kind.
-fn fields(out: &mut String, cluster: &str, o: &Value) {
+fn fields(out: &mut String, cluster: &str, detailed: &DetailedObject) {
+    let o = &Value::Object(detailed.object.clone());
     let m = &o["metadata"];
     line(out, "Name", text(&m["name"]));
     if !text(&m["namespace"]).is_empty() {
@@ -189,8 +180,8 @@ fn fields(out: &mut String, cluster: &str, o: &Value) {
             .collect();
         line(out, "Conditions", shown.join(", "));
     }
-    let karpor = &o["karpor"];
-    let copy = if karpor["deleted"] == true {
+    let karpor = &detailed.karpor;
+    let copy = if karpor.deleted {
         "stored copy (deleted from the cluster)"
     } else {
         "stored copy"
@@ -198,7 +189,7 @@ fn fields(out: &mut String, cluster: &str, o: &Value) {
     line(
         out,
         "Synced",
-        format!("{} ({copy})", text(&karpor["syncAt"])),
+        format!("{} ({copy})", time_text(&karpor.sync_at)),
     );
 }
 
@@ -213,35 +204,37 @@ fn short(id: &str) -> String {
 fn relations(
     out: &mut String,
     cluster: &str,
-    object: &Value,
-    topology: Result<Value, super::Refusal>,
+    object: &Map<String, Value>,
+    topology: Result<TopologyAnswer, Refusal>,
 ) {
     let _ = writeln!(out, "\nRelations:");
-    let graph = match topology {
-        Ok(graph) => graph,
+    let nodes = match topology {
+        Ok(TopologyAnswer::Resources(mut graph)) => graph.remove(cluster).unwrap_or_default(),
+        Ok(TopologyAnswer::Kinds(_)) => Default::default(),
         Err(refusal) => {
             let _ = writeln!(out, "  <unavailable: {}>", refusal.message);
             return;
         }
     };
-    let nodes = graph[cluster].as_object().cloned().unwrap_or_default();
+    let metadata = |key: &str| {
+        object
+            .get("metadata")
+            .and_then(|m| m.get(key))
+            .map(text)
+            .unwrap_or_default()
+    };
+    let kind = object.get("kind").map(text).unwrap_or_default();
     let Some(me) = nodes.values().find(|n| {
-        let group = &n["resourceGroup"];
-        group["kind"] == object["kind"]
-            && group["name"] == object["metadata"]["name"]
-            && text(&group["namespace"]) == text(&object["metadata"]["namespace"])
+        let group = &n.resource_group;
+        group.kind == kind
+            && group.name == metadata("name")
+            && group.namespace == metadata("namespace")
     }) else {
         let _ = writeln!(out, "  <none>");
         return;
     };
-    for (label, key) in [("Parents", "parents"), ("Children", "children")] {
-        let ids: Vec<String> = me[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(short)
-            .collect();
+    for (label, ids) in [("Parents", &me.parents), ("Children", &me.children)] {
+        let ids: Vec<String> = ids.iter().map(|id| short(id)).collect();
         let shown = if ids.is_empty() {
             "<none>".to_owned()
         } else {
@@ -253,15 +246,14 @@ fn relations(
 
 fn findings(
     out: &mut String,
-    audit: Result<Value, super::Refusal>,
-    score: Result<Value, super::Refusal>,
+    audit: Result<AuditData, Refusal>,
+    score: Result<ScoreData, Refusal>,
 ) {
     let score = score
         .ok()
-        .and_then(|s| s["score"].as_f64())
-        .map_or_else(String::new, |s| format!(", score {s:.1}"));
+        .map_or_else(String::new, |s| format!(", score {:.1}", s.score));
     let groups = match audit {
-        Ok(audit) => audit["issueGroups"].as_array().cloned().unwrap_or_default(),
+        Ok(audit) => audit.issue_groups,
         Err(refusal) => {
             let _ = writeln!(out, "\nFindings:\n  <unavailable: {}>", refusal.message);
             return;
@@ -273,20 +265,18 @@ fn findings(
         return;
     }
     let rows = groups
-        .iter()
-        .map(|g| {
-            let i = &g["issue"];
-            vec![text(&i["severity"]), text(&i["rule"]), text(&i["message"])]
-        })
+        .into_iter()
+        .map(|g| vec![g.issue.severity, g.issue.rule, g.issue.message])
         .collect();
     for row in table(&["SEVERITY", "RULE", "FINDING"], rows).lines() {
         let _ = writeln!(out, "  {row}");
     }
 }
 
-fn recent_events(out: &mut String, events: Result<Value, super::Refusal>) {
+/// The cluster's Event objects (core/v1, any fields the server sent), newest first.
+fn recent_events(out: &mut String, events: Result<Vec<Value>, Refusal>) {
     let events = match events {
-        Ok(events) => events.as_array().cloned().unwrap_or_default(),
+        Ok(events) => events,
         Err(refusal) => {
             let _ = writeln!(out, "\nEvents:\n  <unavailable: {}>", refusal.message);
             return;

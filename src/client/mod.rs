@@ -15,7 +15,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use karpor_api::local_token;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 
 use crate::args::ServerArgs;
 
@@ -118,6 +122,29 @@ impl Api {
         Ok(Err(Refusal { status, message }))
     }
 
+    /// The envelope's `data` of a 2xx answer, read as `T` (the API's own types); any other
+    /// answer fails the command.
+    async fn get<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<T, Failed> {
+        decode(self.call(method, path, body).await?)
+    }
+
+    /// As [`Api::try_call`], the data read as `T`.
+    async fn try_get<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+    ) -> Result<Result<T, Refusal>, Failed> {
+        match self.try_call(method, path, None).await? {
+            Ok(data) => decode(data).map(Ok),
+            Err(refusal) => Ok(Err(refusal)),
+        }
+    }
+
     /// The envelope's `data` of a 2xx answer; any other answer fails the command.
     async fn call(
         &self,
@@ -129,6 +156,22 @@ impl Api {
             .await?
             .map_err(|refusal| refused(describe(&refusal)))
     }
+}
+
+/// An answer's data as the API type it is.
+fn decode<T: DeserializeOwned>(data: Value) -> Result<T, Failed> {
+    serde_json::from_value(data)
+        .map_err(|e| refused(format!("the answer is not what this karpor reads: {e}")))
+}
+
+/// A request body of the API's types.
+fn body(value: &impl Serialize) -> Option<Value> {
+    serde_json::to_value(value).ok()
+}
+
+/// A time as the API writes it (RFC 3339).
+fn time_text(time: &OffsetDateTime) -> String {
+    time.format(&Rfc3339).unwrap_or_default()
 }
 
 fn describe(refusal: &Refusal) -> String {

@@ -1,31 +1,33 @@
 //! Printing what the API answered, as kubectl does: a table (more columns with `wide`),
 //! the JSON or YAML of the answer, or one `kind/name` a line.
 
-use serde_json::Value;
+use std::fmt::Display;
 
-use super::{refused, text, Failed};
+use serde::Serialize;
+
+use super::{refused, Failed};
 use crate::args::Output;
 
 /// A column of a table: its header, how to read a cell, whether only `wide` shows it.
-pub(super) struct Column {
+pub(super) struct Column<T> {
     pub header: &'static str,
-    pub cell: fn(&Value) -> String,
+    pub cell: fn(&T) -> String,
     pub wide: bool,
 }
 
 /// A list of items as `format` says; `name` gives an item's `kind/name`.
-pub(super) fn print_list(
+pub(super) fn print_list<T: Serialize>(
     format: Output,
-    items: &[Value],
-    columns: &[Column],
-    name: fn(&Value) -> String,
+    items: &[T],
+    columns: &[Column<T>],
+    name: fn(&T) -> String,
 ) -> Result<(), Failed> {
     match format {
-        Output::Json => print_json(&Value::Array(items.to_vec())),
-        Output::Yaml => print_yaml(&Value::Array(items.to_vec()))?,
+        Output::Json => print_json(&items),
+        Output::Yaml => print_yaml(&items)?,
         Output::Name => items.iter().for_each(|item| println!("{}", name(item))),
         Output::Table | Output::Wide => {
-            let shown: Vec<&Column> = columns
+            let shown: Vec<&Column<T>> = columns
                 .iter()
                 .filter(|c| !c.wide || format == Output::Wide)
                 .collect();
@@ -40,15 +42,18 @@ pub(super) fn print_list(
     Ok(())
 }
 
-pub(super) fn print_json(value: &Value) {
+/// As JSON, its keys sorted (through a `Value`) as the API's answer reads.
+pub(super) fn print_json(value: &impl Serialize) {
+    let value = serde_json::to_value(value).unwrap_or_default();
     println!(
         "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
+        serde_json::to_string_pretty(&value).unwrap_or_default()
     );
 }
 
-pub(super) fn print_yaml(value: &Value) -> Result<(), Failed> {
-    let text = serde_saphyr::to_string(value)
+pub(super) fn print_yaml(value: &impl Serialize) -> Result<(), Failed> {
+    let value = serde_json::to_value(value).unwrap_or_default();
+    let text = serde_saphyr::to_string(&value)
         .map_err(|e| refused(format!("cannot write the answer as YAML: {e}")))?;
     print!("{text}");
     Ok(())
@@ -80,9 +85,9 @@ pub(super) fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
 }
 
 /// A cell that may be absent: the value, or `<none>` / `<unknown>` as kubectl writes.
-pub(super) fn or(value: &Value, absent: &str) -> String {
+pub(super) fn or<T: Display>(value: &Option<T>, absent: &str) -> String {
     match value {
-        Value::Null => absent.to_owned(),
-        other => text(other),
+        Some(value) => value.to_string(),
+        None => absent.to_owned(),
     }
 }

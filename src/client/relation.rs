@@ -4,11 +4,13 @@
 use std::io::Read;
 use std::process::ExitCode;
 
+use karpor_api::types::RelationRuleView;
+use karpor_core::model::{KindRef, Relation};
 use reqwest::Method;
 use serde_json::Value;
 
 use super::output::{print_json, print_list, print_yaml, Column};
-use super::{encode, finish, refused, text, Api, Failed};
+use super::{encode, finish, refused, Api, Failed};
 use crate::args::{Output, RelationCommand, ServerArgs};
 
 /// Largest rules file read.
@@ -22,15 +24,13 @@ async fn dispatch(server: &ServerArgs, command: &RelationCommand) -> Result<(), 
     let api = Api::new(server)?;
     match command {
         RelationCommand::List { output } => {
-            let rules = api.call(Method::GET, "/relation-rules", None).await?;
-            let items = rules.as_array().cloned().unwrap_or_default();
-            print_list(output.format(), &items, &COLUMNS, |r| {
-                format!("relation/{}", text(&r["name"]))
-            })?;
+            let rules: Vec<RelationRuleView> =
+                api.get(Method::GET, "/relation-rules", None).await?;
+            print_list(output.format(), &rules, &COLUMNS, rule_name)?;
         }
         RelationCommand::Get { name, output } => {
-            let rule = api
-                .call(
+            let rule: RelationRuleView = api
+                .get(
                     Method::GET,
                     &format!("/relation-rule/{}", encode(name)),
                     None,
@@ -39,14 +39,17 @@ async fn dispatch(server: &ServerArgs, command: &RelationCommand) -> Result<(), 
             match output.format() {
                 Output::Json => print_json(&rule),
                 Output::Yaml => print_yaml(&rule)?,
-                format => print_list(format, &[rule], &COLUMNS, |r| {
-                    format!("relation/{}", text(&r["name"]))
-                })?,
+                format => print_list(format, &[rule], &COLUMNS, rule_name)?,
             }
         }
         RelationCommand::Apply { file } => {
             for rule in read_rules(file)? {
-                let name = text(&rule["name"]);
+                // The file's own: the server reads the rest and says what is wrong.
+                let name = rule
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 if name.is_empty() {
                     return Err(refused(format!(
                         "{}: a rule without a name",
@@ -93,40 +96,53 @@ fn read_rules(path: &std::path::Path) -> Result<Vec<Value>, Failed> {
     }
 }
 
-fn kind(k: &Value) -> String {
-    let group = text(&k["group"]);
-    if group.is_empty() {
-        text(&k["kind"])
+fn rule_name(r: &RelationRuleView) -> String {
+    format!("relation/{}", r.rule.name)
+}
+
+fn kind(k: &KindRef) -> String {
+    if k.group.is_empty() {
+        k.kind.clone()
     } else {
-        format!("{}.{group}", text(&k["kind"]))
+        format!("{}.{}", k.kind, k.group)
     }
 }
 
-const COLUMNS: [Column; 6] = [
+/// The relation's `type`, as the rule spells it.
+fn relation_type(relation: &Relation) -> String {
+    match relation {
+        Relation::OwnerReference => "ownerReference",
+        Relation::Selector { .. } => "selector",
+        Relation::Reference { .. } => "reference",
+    }
+    .to_owned()
+}
+
+const COLUMNS: [Column<RelationRuleView>; 6] = [
     Column {
         header: "NAME",
-        cell: |r| text(&r["name"]),
+        cell: |r| r.rule.name.clone(),
         wide: false,
     },
     Column {
         header: "PARENT",
-        cell: |r| kind(&r["parent"]),
+        cell: |r| kind(&r.rule.parent),
         wide: false,
     },
     Column {
         header: "CHILD",
-        cell: |r| kind(&r["child"]),
+        cell: |r| kind(&r.rule.child),
         wide: false,
     },
     Column {
         header: "TYPE",
-        cell: |r| text(&r["relation"]["type"]),
+        cell: |r| relation_type(&r.rule.relation),
         wide: false,
     },
     Column {
         header: "ORIGIN",
         cell: |r| {
-            match (r["builtIn"] == true, r["stored"] == true) {
+            match (r.built_in, r.stored) {
                 (true, true) => "built-in, replaced",
                 (true, false) => "built-in",
                 _ => "yours",
@@ -137,7 +153,7 @@ const COLUMNS: [Column; 6] = [
     },
     Column {
         header: "ENABLED",
-        cell: |r| text(&r["enabled"]),
+        cell: |r| r.rule.enabled.to_string(),
         wide: true,
     },
 ];

@@ -6,12 +6,14 @@ use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 
-use karpor_core::model::SyncRule;
+use karpor_api::types::{DryRunView, SelectionView, SyncRuleList, SyncRuleView};
+use karpor_core::model::{ClusterSelector, SyncRule, TransformMode};
 use reqwest::{Method, StatusCode};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::output::{or, print_json, print_list, print_yaml, Column};
-use super::{encode, finish, refused, text, Api, Failed};
+use super::{encode, finish, refused, time_text, Api, Failed};
 use crate::args::{DryRunArgs, Output, RuleCommand, ServerArgs};
 
 /// What the API answers beside a rule's own fields; a file written from `get -o yaml`
@@ -28,9 +30,8 @@ async fn dispatch(server: &ServerArgs, command: &RuleCommand) -> Result<(), Fail
     let api = Api::new(server)?;
     match command {
         RuleCommand::List { output } => {
-            let data = api.call(Method::GET, "/sync-rules", None).await?;
-            let items = data["items"].as_array().cloned().unwrap_or_default();
-            print_list(output.format(), &items, &COLUMNS, rule_name)?;
+            let list: SyncRuleList = api.get(Method::GET, "/sync-rules", None).await?;
+            print_list(output.format(), &list.items, &COLUMNS, rule_name)?;
         }
         RuleCommand::Get {
             name,
@@ -39,16 +40,16 @@ async fn dispatch(server: &ServerArgs, command: &RuleCommand) -> Result<(), Fail
         } => {
             if dry_run.dry_run {
                 let answer = try_rule(&api, name, None, dry_run).await?;
-                print_dry_run(output.format(), &answer)?;
+                print_dry_run(output.format(), answer)?;
                 return Ok(());
             }
-            let data = api
-                .call(Method::GET, &format!("/sync-rule/{}", encode(name)), None)
+            let rule: SyncRuleView = api
+                .get(Method::GET, &format!("/sync-rule/{}", encode(name)), None)
                 .await?;
             match output.format() {
-                Output::Json => print_json(&data),
-                Output::Yaml => print_yaml(&data)?,
-                format => print_list(format, &[data], &COLUMNS, rule_name)?,
+                Output::Json => print_json(&rule),
+                Output::Yaml => print_yaml(&rule)?,
+                format => print_list(format, &[rule], &COLUMNS, rule_name)?,
             }
         }
         RuleCommand::Apply {
@@ -61,7 +62,7 @@ async fn dispatch(server: &ServerArgs, command: &RuleCommand) -> Result<(), Fail
             for (name, rule) in rules {
                 let done = if dry_run.dry_run {
                     match try_rule(&api, &name, Some(rule), dry_run).await {
-                        Ok(answer) => print_dry_run(output.format(), &answer),
+                        Ok(answer) => print_dry_run(output.format(), answer),
                         Err(e) => Err(e),
                     }
                 } else {
@@ -104,8 +105,8 @@ async fn dispatch(server: &ServerArgs, command: &RuleCommand) -> Result<(), Fail
 /// rule changed meanwhile is refused (409), not overwritten.
 async fn apply(api: &Api, name: &str, rule: Value) -> Result<&'static str, Failed> {
     let path = format!("/sync-rule/{}", encode(name));
-    let current = match api.try_call(Method::GET, &path, None).await? {
-        Ok(current) if current["builtIn"] != json!(true) => Some(current),
+    let current = match api.try_get::<SyncRuleView>(Method::GET, &path).await? {
+        Ok(current) if !current.built_in => Some(current),
         Ok(_built_in) => None,
         Err(refusal) if refusal.status == StatusCode::NOT_FOUND => None,
         Err(refusal) => return Err(refused(super::describe(&refusal))),
@@ -114,10 +115,10 @@ async fn apply(api: &Api, name: &str, rule: Value) -> Result<&'static str, Faile
         api.call(Method::POST, &path, Some(rule)).await?;
         return Ok("created");
     };
-    if same(&current, &rule) {
+    if same(&current.rule, &rule) {
         return Ok("unchanged");
     }
-    let version = current["version"].as_i64().unwrap_or_default();
+    let version = current.version.unwrap_or_default();
     api.call(
         Method::PUT,
         &format!("{path}?version={version}"),
@@ -127,14 +128,10 @@ async fn apply(api: &Api, name: &str, rule: Value) -> Result<&'static str, Faile
     Ok("configured")
 }
 
-/// Whether a stored rule (as answered) is the file's, defaults filled in on both sides.
-fn same(current: &Value, proposed: &Value) -> bool {
-    let rule = |value: &Value| serde_json::from_value::<SyncRule>(without_answered(value)).ok();
-    match (rule(current), rule(proposed)) {
-        (Some(a), Some(b)) => a == b,
-        // The server says what is wrong with it.
-        _ => false,
-    }
+/// Whether the stored rule is the file's, defaults filled in.
+fn same(current: &SyncRule, proposed: &Value) -> bool {
+    // A rule that does not read: the server says what is wrong with it.
+    serde_json::from_value::<SyncRule>(proposed.clone()).is_ok_and(|rule| rule == *current)
 }
 
 fn without_answered(value: &Value) -> Value {
@@ -153,12 +150,12 @@ async fn try_rule(
     name: &str,
     proposed: Option<Value>,
     args: &DryRunArgs,
-) -> Result<Value, Failed> {
+) -> Result<DryRunView, Failed> {
     let mut path = format!("/sync-rule/{}/dry-run", encode(name));
     if let Some(cluster) = &args.cluster {
         path.push_str(&format!("?cluster={}", encode(cluster)));
     }
-    api.call(Method::POST, &path, proposed).await
+    api.get(Method::POST, &path, proposed).await
 }
 
 /// The rules of a file (or stdin for `-`), each with its name, the API's own fields left
@@ -192,35 +189,32 @@ fn read_rules(file: &Path) -> Result<Vec<(String, Value)>, Failed> {
     Ok(rules)
 }
 
-fn rule_name(r: &Value) -> String {
-    format!("syncrule/{}", text(&r["name"]))
+fn rule_name(r: &SyncRuleView) -> String {
+    format!("syncrule/{}", r.rule.name)
 }
 
 /// `*`, `a,b`, or `env=prod` (a label selector).
-fn clusters(r: &Value) -> String {
-    let clusters = &r["clusters"];
-    if let Some(names) = clusters["names"].as_array() {
-        return names.iter().map(text).collect::<Vec<_>>().join(",");
+fn clusters(r: &SyncRuleView) -> String {
+    match &r.rule.clusters {
+        ClusterSelector::All => "*".to_owned(),
+        ClusterSelector::Names(names) => names.join(","),
+        ClusterSelector::Selector(selector) => format!("labels: {selector}"),
     }
-    if let Some(selector) = clusters["selector"].as_str() {
-        return format!("labels: {selector}");
-    }
-    text(clusters)
 }
 
 /// kubectl's `RESOURCE[.VERSION].GROUP` for each selector.
-fn resources(r: &Value) -> String {
-    let resources: Vec<String> = r["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
+fn resources(r: &SyncRuleView) -> String {
+    let resources: Vec<String> = r
+        .rule
+        .resources
+        .iter()
         .map(|s| {
-            let mut parts = vec![text(&s["resource"])];
-            if s["version"] != "*" {
-                parts.push(text(&s["version"]));
+            let mut parts = vec![s.resource.clone()];
+            if s.version != "*" {
+                parts.push(s.version.clone());
             }
-            if !text(&s["group"]).is_empty() {
-                parts.push(text(&s["group"]));
+            if !s.group.is_empty() {
+                parts.push(s.group.clone());
             }
             parts.join(".")
         })
@@ -228,35 +222,42 @@ fn resources(r: &Value) -> String {
     resources.join(",")
 }
 
-fn namespaces(r: &Value) -> String {
-    match r["namespaces"].as_array() {
-        Some(list) if !list.is_empty() => list.iter().map(text).collect::<Vec<_>>().join(","),
-        _ => "*".to_owned(),
+/// The namespaces, or `*` for all.
+fn namespaces(namespaces: &[String]) -> String {
+    if namespaces.is_empty() {
+        "*".to_owned()
+    } else {
+        namespaces.join(",")
     }
 }
 
 /// `full` or `metadataOnly`, `+trim` when it drops paths.
-fn mode(r: &Value) -> String {
-    let mut mode = text(&r["transform"]["mode"]);
-    if r["transform"]["trim"]
-        .as_array()
-        .is_some_and(|t| !t.is_empty())
-    {
+fn mode(r: &SyncRuleView) -> String {
+    let transform = &r.rule.transform;
+    let mut mode = match transform.mode {
+        TransformMode::Full => "full",
+        TransformMode::MetadataOnly => "metadataOnly",
+    }
+    .to_owned();
+    if !transform.trim.is_empty() {
         mode.push_str("+trim");
     }
     mode
 }
 
-fn selectors(r: &Value) -> String {
-    let parts: Vec<String> = [("labels", "labelSelector"), ("fields", "fieldSelector")]
-        .iter()
-        .filter_map(|(what, key)| {
-            r[key]
-                .as_str()
-                .filter(|s| !s.is_empty())
-                .map(|s| format!("{what}: {s}"))
-        })
-        .collect();
+fn selectors(r: &SyncRuleView) -> String {
+    let parts: Vec<String> = [
+        ("labels", &r.rule.label_selector),
+        ("fields", &r.rule.field_selector),
+    ]
+    .iter()
+    .filter_map(|(what, selector)| {
+        selector
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(|s| format!("{what}: {s}"))
+    })
+    .collect();
     if parts.is_empty() {
         "<none>".to_owned()
     } else {
@@ -264,10 +265,10 @@ fn selectors(r: &Value) -> String {
     }
 }
 
-const COLUMNS: [Column; 10] = [
+const COLUMNS: [Column<SyncRuleView>; 10] = [
     Column {
         header: "NAME",
-        cell: |r| text(&r["name"]),
+        cell: |r| r.rule.name.clone(),
         wide: false,
     },
     Column {
@@ -282,7 +283,7 @@ const COLUMNS: [Column; 10] = [
     },
     Column {
         header: "NAMESPACES",
-        cell: namespaces,
+        cell: |r| namespaces(&r.rule.namespaces),
         wide: false,
     },
     Column {
@@ -292,7 +293,7 @@ const COLUMNS: [Column; 10] = [
     },
     Column {
         header: "VERSION",
-        cell: |r| match r["version"].as_i64() {
+        cell: |r| match r.version {
             Some(v) => v.to_string(),
             None => "built-in".to_owned(),
         },
@@ -305,121 +306,145 @@ const COLUMNS: [Column; 10] = [
     },
     Column {
         header: "KEEP DELETED",
-        cell: |r| text(&r["keepAfterDelete"]),
+        cell: |r| r.rule.keep_after_delete.to_string(),
         wide: true,
     },
     Column {
         header: "UPDATED",
-        cell: |r| or(&r["updatedAt"], "<none>"),
+        cell: |r| or(&r.updated_at.as_ref().map(time_text), "<none>"),
         wide: true,
     },
     Column {
         header: "DESCRIPTION",
-        cell: |r| text(&r["description"]),
+        cell: |r| r.rule.description.clone(),
         wide: true,
     },
 ];
 
+/// A dry run's row: a cluster's type, or the cluster alone with why it was not asked.
+#[derive(Serialize)]
+struct DryRunRow {
+    cluster: String,
+    #[serde(flatten)]
+    selection: Option<SelectionView>,
+    note: String,
+}
+
 /// A dry run: a row per cluster and type (a cluster that could not be asked is one row
 /// with why).
-fn print_dry_run(format: Output, answer: &Value) -> Result<(), Failed> {
+fn print_dry_run(format: Output, answer: DryRunView) -> Result<(), Failed> {
     match format {
         Output::Json => {
-            print_json(answer);
+            print_json(&answer);
             return Ok(());
         }
-        Output::Yaml => return print_yaml(answer),
+        Output::Yaml => return print_yaml(&answer),
         _ => {}
     }
-    let rule = text(&answer["rule"]);
+    let rule = answer.rule;
     let mut rows = Vec::new();
-    for cluster in answer["clusters"].as_array().into_iter().flatten() {
-        let name = text(&cluster["cluster"]);
-        let selected = cluster["selected"] == json!(true);
-        if let Some(error) = cluster["error"].as_str() {
-            rows.push(json!({"cluster": name, "note": error}));
+    for cluster in answer.clusters {
+        let name = cluster.cluster;
+        if let Some(error) = cluster.error {
+            rows.push(DryRunRow {
+                cluster: name,
+                selection: None,
+                note: error,
+            });
             continue;
         }
-        for r in cluster["resources"].as_array().into_iter().flatten() {
-            let mut row = r.clone();
-            row["cluster"] = json!(name);
+        for r in cluster.resources {
             let mut notes = Vec::new();
-            if !selected {
+            if !cluster.selected {
                 notes.push(format!("rule {rule} does not select cluster {name}"));
             }
-            if let Some(error) = r["error"].as_str() {
-                notes.push(error.to_owned());
+            if let Some(error) = &r.error {
+                notes.push(error.clone());
             }
-            if r["watchedBy"] != json!(rule) {
-                notes.push(format!("watched by rule {}", text(&r["watchedBy"])));
+            if r.watched_by != rule {
+                notes.push(format!("watched by rule {}", r.watched_by));
             }
-            row["note"] = json!(notes.join("; "));
-            rows.push(row);
+            rows.push(DryRunRow {
+                cluster: name.clone(),
+                selection: Some(r),
+                note: notes.join("; "),
+            });
         }
     }
     if rows.is_empty() {
         eprintln!("karpor: rule {rule} selects no registered cluster (try --cluster NAME)");
     }
     print_list(format, &rows, &DRY_RUN_COLUMNS, |r| {
-        format!(
-            "{}/{}",
-            text(&r["cluster"]),
-            [text(&r["resource"]), text(&r["group"])]
+        let resource = r.selection.as_ref().map(|s| {
+            [s.resource.as_str(), s.group.as_str()]
                 .iter()
                 .filter(|p| !p.is_empty())
-                .cloned()
+                .copied()
                 .collect::<Vec<_>>()
                 .join(".")
-        )
+        });
+        format!("{}/{}", r.cluster, resource.unwrap_or_default())
     })
 }
 
-fn api_version(r: &Value) -> String {
-    match (text(&r["group"]), text(&r["version"])) {
-        (group, version) if group.is_empty() => version,
-        (group, version) => format!("{group}/{version}"),
+/// A cell of a row's type: empty for a cluster that was not asked.
+fn of(r: &DryRunRow, cell: fn(&SelectionView) -> String) -> String {
+    r.selection.as_ref().map(cell).unwrap_or_default()
+}
+
+fn api_version(s: &SelectionView) -> String {
+    if s.group.is_empty() {
+        s.version.clone()
+    } else {
+        format!("{}/{}", s.group, s.version)
     }
 }
 
-const DRY_RUN_COLUMNS: [Column; 8] = [
+const DRY_RUN_COLUMNS: [Column<DryRunRow>; 8] = [
     Column {
         header: "CLUSTER",
-        cell: |r| text(&r["cluster"]),
+        cell: |r| r.cluster.clone(),
         wide: false,
     },
     Column {
         header: "APIVERSION",
-        cell: api_version,
+        cell: |r| of(r, api_version),
         wide: false,
     },
     Column {
         header: "KIND",
-        cell: |r| text(&r["kind"]),
+        cell: |r| of(r, |s| s.kind.clone()),
         wide: false,
     },
     Column {
         header: "NAMESPACED",
-        cell: |r| text(&r["namespaced"]),
+        cell: |r| of(r, |s| s.namespaced.to_string()),
         wide: false,
     },
     Column {
         header: "OBJECTS",
-        cell: |r| or(&r["objects"], "<unknown>"),
+        cell: |r| match &r.selection {
+            Some(s) => or(&s.objects, "<unknown>"),
+            None => "<unknown>".to_owned(),
+        },
         wide: false,
     },
     Column {
         header: "NOTE",
-        cell: |r| text(&r["note"]),
+        cell: |r| r.note.clone(),
         wide: false,
     },
     Column {
         header: "RESOURCE",
-        cell: |r| text(&r["resource"]),
+        cell: |r| of(r, |s| s.resource.clone()),
         wide: true,
     },
     Column {
         header: "NAMESPACES",
-        cell: namespaces,
+        cell: |r| match &r.selection {
+            Some(s) => namespaces(&s.namespaces),
+            None => "*".to_owned(),
+        },
         wide: true,
     },
 ];

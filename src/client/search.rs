@@ -4,10 +4,11 @@
 
 use std::process::ExitCode;
 
+use karpor_api::types::{SearchItem, SearchPage};
 use serde_json::Value;
 
 use super::output::{print_json, print_list, print_yaml, Column};
-use super::{encode, finish, text, Api, Failed};
+use super::{encode, finish, text, time_text, Api, Failed};
 use crate::args::{Output, SearchArgs};
 
 pub(crate) async fn run(args: &SearchArgs) -> ExitCode {
@@ -41,21 +42,20 @@ async fn search(args: &SearchArgs) -> Result<(), Failed> {
         "/search?{what}&page={}&pageSize={}",
         args.page, args.page_size
     );
-    let data = api.call(reqwest::Method::GET, &path, None).await?;
+    let page: SearchPage = api.get(reqwest::Method::GET, &path, None).await?;
     let format = args.output.format();
     match format {
         // The page as the API answers it: items, total, page.
-        Output::Json => print_json(&data),
-        Output::Yaml => print_yaml(&data)?,
+        Output::Json => print_json(&page),
+        Output::Yaml => print_yaml(&page)?,
         _ => {
-            let items = data["items"].as_array().cloned().unwrap_or_default();
-            print_list(format, &items, &COLUMNS, resource_name)?;
+            print_list(format, &page.items, &COLUMNS, resource_name)?;
             if format != Output::Name {
                 eprintln!(
                     "{} of {} (page {})",
-                    items.len(),
-                    text(&data["total"]),
-                    text(&data["currentPage"])
+                    page.items.len(),
+                    page.total,
+                    page.current_page
                 );
             }
         }
@@ -63,52 +63,60 @@ async fn search(args: &SearchArgs) -> Result<(), Failed> {
     Ok(())
 }
 
-const COLUMNS: [Column; 7] = [
+/// A field of the item's object (any kind's: it is the object as stored), by its path.
+fn field(item: &SearchItem, path: &[&str]) -> String {
+    let value = path
+        .iter()
+        .try_fold(&item.object, |at, key| at.get(key))
+        .unwrap_or(&Value::Null);
+    text(value)
+}
+
+const COLUMNS: [Column<SearchItem>; 7] = [
     Column {
         header: "CLUSTER",
-        cell: |i| text(&i["cluster"]),
+        cell: |i| i.cluster.clone(),
         wide: false,
     },
     Column {
         header: "APIVERSION",
-        cell: |i| text(&i["object"]["apiVersion"]),
+        cell: |i| field(i, &["apiVersion"]),
         wide: false,
     },
     Column {
         header: "KIND",
-        cell: |i| text(&i["object"]["kind"]),
+        cell: |i| field(i, &["kind"]),
         wide: false,
     },
     Column {
         header: "NAMESPACE",
-        cell: |i| text(&i["object"]["metadata"]["namespace"]),
+        cell: |i| field(i, &["metadata", "namespace"]),
         wide: false,
     },
     Column {
         header: "NAME",
-        cell: |i| text(&i["object"]["metadata"]["name"]),
+        cell: |i| field(i, &["metadata", "name"]),
         wide: false,
     },
     Column {
         header: "CREATED",
-        cell: |i| text(&i["object"]["metadata"]["creationTimestamp"]),
+        cell: |i| field(i, &["metadata", "creationTimestamp"]),
         wide: true,
     },
     Column {
         header: "SYNCED",
-        cell: |i| text(&i["syncAt"]),
+        cell: |i| time_text(&i.sync_at),
         wide: true,
     },
 ];
 
 /// `CLUSTER/KIND/NAMESPACE/NAME` (no namespace part for cluster-scoped objects).
-fn resource_name(item: &Value) -> String {
-    let object = &item["object"];
-    let mut parts = vec![text(&item["cluster"]), text(&object["kind"]).to_lowercase()];
-    let namespace = text(&object["metadata"]["namespace"]);
+fn resource_name(item: &SearchItem) -> String {
+    let mut parts = vec![item.cluster.clone(), field(item, &["kind"]).to_lowercase()];
+    let namespace = field(item, &["metadata", "namespace"]);
     if !namespace.is_empty() {
         parts.push(namespace);
     }
-    parts.push(text(&object["metadata"]["name"]));
+    parts.push(field(item, &["metadata", "name"]));
     parts.join("/")
 }

@@ -10,14 +10,14 @@ use axum::extract::{Query, State};
 use karpor_audit::{AuditConfig, Category};
 use karpor_core::model::AuditPolicy;
 use karpor_metastore::Stored;
-use serde::{Deserialize, Serialize};
-use time::OffsetDateTime;
+use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::routes;
 
 use crate::body::Body;
-use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::Errors;
+use crate::types::{AuditRuleView, Envelope, PolicyView, Reaudit};
 use crate::AppState;
 
 pub(crate) fn routes() -> Routes {
@@ -26,51 +26,6 @@ pub(crate) fn routes() -> Routes {
         .route(Permission::Read, routes!(read))
         .route(Permission::Write, routes!(replace))
         .route(Permission::Write, routes!(reset))
-}
-
-/// One rule of the catalogue under the policy in force.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RuleView {
-    pub id: &'static str,
-    /// `security` or `reliability`.
-    pub category: &'static str,
-    /// The catalogue's severity.
-    pub severity: &'static str,
-    /// The policy's: the catalogue's unless overridden; null when the rule is off.
-    pub effective_severity: Option<&'static str>,
-    pub title: &'static str,
-    pub rationale: &'static str,
-    pub remediation: &'static str,
-}
-
-/// The policy in force and where it comes from.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct PolicyView {
-    /// `{enabled, disabled: [rule ids], severities: {rule id: High|Medium|Low}}`.
-    #[schema(value_type = Object)]
-    pub config: AuditConfig,
-    /// `stored` (set through this API) or `config` (the config file's `audit:`).
-    pub source: &'static str,
-    /// The stored record's version (for `PUT ?version=`), absent for `config`.
-    pub version: Option<i64>,
-    #[serde(with = "time::serde::rfc3339::option")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub updated_at: Option<OffsetDateTime>,
-    /// How far the syncer in this process has re-audited under it; null when the syncer
-    /// runs in another process.
-    pub reaudit: Option<Reaudit>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Reaudit {
-    /// Raised by each change the syncer has seen.
-    pub generation: u64,
-    pub clusters: usize,
-    /// Clusters whose every document has been written under this policy.
-    pub audited: usize,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -99,14 +54,14 @@ async fn in_force(state: &AppState) -> Result<PolicyView, ApiError> {
     Ok(match stored(state).await? {
         Some(policy) => PolicyView {
             config: policy.record.config,
-            source: "stored",
+            source: "stored".to_owned(),
             version: Some(policy.version),
             updated_at: Some(policy.updated_at),
             reaudit,
         },
         None => PolicyView {
             config: (*state.audit).clone(),
-            source: "config",
+            source: "config".to_owned(),
             version: None,
             updated_at: None,
             reaudit,
@@ -115,10 +70,10 @@ async fn in_force(state: &AppState) -> Result<PolicyView, ApiError> {
 }
 
 #[utoipa::path(get, path = "/audit/rules", operation_id = "listAuditRules", tag = "audit",
-    responses((status = 200, body = inline(Envelope<Vec<RuleView>>)), Errors))]
-pub(crate) async fn rules(State(state): State<AppState>) -> ApiResult {
+    responses((status = 200, body = inline(Envelope<Vec<AuditRuleView>>)), Errors))]
+pub(crate) async fn rules(State(state): State<AppState>) -> ApiResult<Vec<AuditRuleView>> {
     let policy = in_force(&state).await?.config;
-    let views: Vec<RuleView> = karpor_audit::rules()
+    let views: Vec<AuditRuleView> = karpor_audit::rules()
         .iter()
         .map(|rule| {
             let effective = (policy.enabled && !policy.disabled.contains(rule.id)).then(|| {
@@ -128,18 +83,20 @@ pub(crate) async fn rules(State(state): State<AppState>) -> ApiResult {
                     .copied()
                     .unwrap_or(rule.severity)
                     .as_str()
+                    .to_owned()
             });
-            RuleView {
-                id: rule.id,
+            AuditRuleView {
+                id: rule.id.to_owned(),
                 category: match rule.category {
                     Category::Security => "security",
                     Category::Reliability => "reliability",
-                },
-                severity: rule.severity.as_str(),
+                }
+                .to_owned(),
+                severity: rule.severity.as_str().to_owned(),
                 effective_severity: effective,
-                title: rule.title,
-                rationale: rule.rationale,
-                remediation: rule.remediation,
+                title: rule.title.to_owned(),
+                rationale: rule.rationale.to_owned(),
+                remediation: rule.remediation.to_owned(),
             }
         })
         .collect();
@@ -148,7 +105,7 @@ pub(crate) async fn rules(State(state): State<AppState>) -> ApiResult {
 
 #[utoipa::path(get, path = "/audit/policy", operation_id = "getAuditPolicy", tag = "audit",
     responses((status = 200, body = inline(Envelope<PolicyView>)), Errors))]
-pub(crate) async fn read(State(state): State<AppState>) -> ApiResult {
+pub(crate) async fn read(State(state): State<AppState>) -> ApiResult<PolicyView> {
     Ok(Reply::ok(in_force(&state).await?))
 }
 
@@ -170,7 +127,7 @@ pub(crate) async fn replace(
     State(state): State<AppState>,
     Query(params): Query<VersionParam>,
     Body(config): Body<AuditConfig>,
-) -> ApiResult {
+) -> ApiResult<PolicyView> {
     config
         .validate()
         .map_err(|issue| ApiError::bad_request(format!("{}: {}", issue.key(), issue.problem())))?;
@@ -203,7 +160,7 @@ pub(crate) async fn replace(
 #[utoipa::path(delete, path = "/audit/policy", operation_id = "resetAuditPolicy", tag = "audit",
     responses((status = 200, body = inline(Envelope<PolicyView>),
         description = "the config file's policy, in force again"), Errors))]
-pub(crate) async fn reset(State(state): State<AppState>) -> ApiResult {
+pub(crate) async fn reset(State(state): State<AppState>) -> ApiResult<PolicyView> {
     if let Some(current) = stored(&state).await? {
         state
             .metastore

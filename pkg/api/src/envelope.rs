@@ -1,6 +1,6 @@
 //! Karpor's envelope `{success, message, data, traceID, startTime, endTime, costTime}`
 //! around every API answer, and the errors with their truthful statuses. Handlers return
-//! a [`Reply`] or an [`ApiError`]; the [`envelope`] middleware writes the body, so the
+//! a [`Reply`] of their typed answer or an [`ApiError`]; the [`envelope`] middleware writes the body, so the
 //! refusals of layers and extractors (413, 405, a bad query string) get it too.
 
 use std::time::Instant;
@@ -15,47 +15,27 @@ use karpor_storage::StorageError;
 use serde::Serialize;
 use serde_json::Value;
 use time::OffsetDateTime;
-use utoipa::ToSchema;
 
-/// The body of every API answer (`data` is null on failure).
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct Envelope<T> {
-    pub success: bool,
-    pub message: String,
-    pub data: Option<T>,
-    /// The request id (also the `x-request-id` header).
-    #[serde(rename = "traceID")]
-    pub trace_id: String,
-    #[serde(rename = "startTime", with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub start_time: OffsetDateTime,
-    #[serde(rename = "endTime", with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub end_time: OffsetDateTime,
-    /// How long the request took, e.g. `1.25ms`.
-    #[serde(rename = "costTime")]
-    pub cost_time: String,
-}
+use crate::types::Envelope;
 
-/// A successful answer: its status and data.
-pub(crate) struct Reply {
+/// A successful answer: its status and data, serialised into the envelope's `data`.
+pub(crate) struct Reply<T> {
     status: StatusCode,
-    data: Value,
+    data: T,
 }
 
-impl Reply {
-    pub(crate) fn ok(data: impl Serialize) -> Self {
-        Reply::with(StatusCode::OK, data)
-    }
-
-    pub(crate) fn created(data: impl Serialize) -> Self {
-        Reply::with(StatusCode::CREATED, data)
-    }
-
-    fn with(status: StatusCode, data: impl Serialize) -> Self {
+impl<T: Serialize> Reply<T> {
+    pub(crate) fn ok(data: T) -> Self {
         Reply {
-            status,
-            data: serde_json::to_value(data).unwrap_or(Value::Null),
+            status: StatusCode::OK,
+            data,
+        }
+    }
+
+    pub(crate) fn created(data: T) -> Self {
+        Reply {
+            status: StatusCode::CREATED,
+            data,
         }
     }
 }
@@ -67,12 +47,12 @@ struct Payload {
     data: Value,
 }
 
-impl IntoResponse for Reply {
+impl<T: Serialize> IntoResponse for Reply<T> {
     fn into_response(self) -> Response {
         let mut response = self.status.into_response();
         response.extensions_mut().insert(Payload {
             message: "OK".to_owned(),
-            data: self.data,
+            data: serde_json::to_value(self.data).unwrap_or(Value::Null),
         });
         response
     }
@@ -172,7 +152,8 @@ impl From<StorageError> for ApiError {
     }
 }
 
-pub(crate) type ApiResult = Result<Reply, ApiError>;
+/// A handler's answer: `T` in the envelope, or a failure.
+pub(crate) type ApiResult<T> = Result<Reply<T>, ApiError>;
 
 /// Marks an answer Karpor gives outside the envelope (a stream, a plain-text refusal).
 #[derive(Clone, Copy)]

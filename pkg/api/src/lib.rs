@@ -1,6 +1,7 @@
 //! karpor's REST API under `/rest-api/v1`, in Karpor's envelope: clusters, sync rules,
 //! search, insight and resource groups, behind bearer-token auth with two roles, a read-only
-//! mode and request limits; its OpenAPI document at `/openapi.json`.
+//! mode and request limits; its OpenAPI document at `/openapi.json`. [`types`] is the typed
+//! surface: every body and answer, which the CLI and the tests read back.
 
 mod access;
 mod ai;
@@ -22,6 +23,7 @@ mod search;
 mod server_info;
 mod sync_rules;
 mod topology;
+pub mod types;
 
 use std::sync::Arc;
 

@@ -4,6 +4,7 @@
 
 use axum::routing::get;
 use axum::{Json, Router};
+use serde::Deserialize;
 use serde_json::Value;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{IntoParams, IntoResponses, Modify, OpenApi, ToSchema};
@@ -75,13 +76,12 @@ impl Modify for Bearer {
 }
 
 /// A record's name in a path: a DNS-1123 label (the pattern is core's `NAME_PATTERN`).
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
-#[allow(dead_code)] // for the document only: handlers take `Path<String>`
 pub(crate) struct NamePath {
     /// The cluster's or rule's name.
     #[param(pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
-    name: String,
+    pub name: String,
 }
 
 /// The document's frame: info, security and shared schemas. The paths come from the

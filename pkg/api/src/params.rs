@@ -5,6 +5,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::envelope::{ApiError, ApiResult, Reply};
+use crate::types::ObjectOrYaml;
 
 /// `1`, `t`, `T`, `TRUE`, `true`, `True` are true; anything else (`0`, `false`, an empty
 /// value, a typo) is false, as Karpor reads it.
@@ -32,17 +33,19 @@ impl Format {
         })
     }
 
-    pub(crate) fn reply(self, value: &impl Serialize) -> ApiResult {
+    pub(crate) fn reply<T: Serialize>(self, value: T) -> ApiResult<ObjectOrYaml<T>> {
         match self {
-            Format::Object => Ok(Reply::ok(value)),
-            Format::Yaml => {
-                let json = serde_json::to_value(value).unwrap_or_default();
-                let text = serde_saphyr::to_string(&json)
-                    .map_err(|e| ApiError::bad_request(format!("cannot write YAML: {e}")))?;
-                Ok(Reply::ok(text))
-            }
+            Format::Object => Ok(Reply::ok(ObjectOrYaml::Object(value))),
+            Format::Yaml => Ok(Reply::ok(ObjectOrYaml::Yaml(yaml(&value)?))),
         }
     }
+}
+
+/// `value`'s YAML text.
+pub(crate) fn yaml(value: &impl Serialize) -> Result<String, ApiError> {
+    let json = serde_json::to_value(value).unwrap_or_default();
+    serde_saphyr::to_string(&json)
+        .map_err(|e| ApiError::bad_request(format!("cannot write YAML: {e}")))
 }
 
 #[cfg(test)]

@@ -10,14 +10,14 @@ use axum::extract::{Path, State};
 use karpor_core::model::{validate_name, ResourceGroupRule};
 use karpor_metastore::Stored;
 use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
-use serde::{Deserialize, Serialize};
-use time::OffsetDateTime;
-use utoipa::ToSchema;
 use utoipa_axum::routes;
 
 use crate::body::Body;
-use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::{Errors, NamePath};
+use crate::types::{
+    Envelope, Group, GroupList, ResourceGroup, ResourceGroupRuleBody, ResourceGroupRuleView,
+};
 use crate::AppState;
 
 /// Most values per field, and most groups in an answer.
@@ -57,41 +57,8 @@ fn field(name: &str) -> Option<Field> {
     })
 }
 
-/// A rule as answered: Karpor's entity (`id`, `name`, `description`, `fields`, times)
-/// and karpor's `version`.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RuleView {
-    /// The rule's name (Karpor's id is an opaque key; karpor's names are unique).
-    pub id: String,
-    pub name: String,
-    pub description: String,
-    pub fields: Vec<String>,
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: OffsetDateTime,
-    pub version: i64,
-}
-
-/// A rule's body. `name` is the path's (karpor's routes) or the rule's own (Karpor's
-/// `POST`/`PUT /resource-group-rule`).
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct RuleBody {
-    pub name: Option<String>,
-    #[serde(default)]
-    pub description: String,
-    /// Of `cluster`, `apiVersion`, `kind`, `namespace`, `name`, `labels.KEY`,
-    /// `annotations.KEY`.
-    #[schema(example = json!(["namespace", "labels.app"]))]
-    pub fields: Vec<String>,
-}
-
-fn view(rule: Stored<ResourceGroupRule>) -> RuleView {
-    RuleView {
+fn view(rule: Stored<ResourceGroupRule>) -> ResourceGroupRuleView {
+    ResourceGroupRuleView {
         id: rule.record.name.clone(),
         name: rule.record.name,
         description: rule.record.description,
@@ -103,10 +70,10 @@ fn view(rule: Stored<ResourceGroupRule>) -> RuleView {
 }
 
 #[utoipa::path(get, path = "/resource-group-rules", operation_id = "listResourceGroupRules", tag = "resource groups",
-    responses((status = 200, body = inline(Envelope<Vec<RuleView>>), description = "every rule, by name"),
+    responses((status = 200, body = inline(Envelope<Vec<ResourceGroupRuleView>>), description = "every rule, by name"),
         Errors))]
-pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
-    let items: Vec<RuleView> = state
+pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Vec<ResourceGroupRuleView>> {
+    let items: Vec<ResourceGroupRuleView> = state
         .metastore
         .list_all::<ResourceGroupRule>()
         .await?
@@ -118,14 +85,17 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
 
 #[utoipa::path(get, path = "/resource-group-rule/{name}", operation_id = "getResourceGroupRule", tag = "resource groups",
     params(NamePath),
-    responses((status = 200, body = inline(Envelope<RuleView>)),
+    responses((status = 200, body = inline(Envelope<ResourceGroupRuleView>)),
         Errors))]
-pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+pub(crate) async fn read(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<ResourceGroupRuleView> {
     Ok(Reply::ok(view(find(&state, &name).await?)))
 }
 
 /// The record a body makes, its name being `name` (the body may repeat it, not change it).
-fn record(name: String, body: RuleBody) -> Result<ResourceGroupRule, ApiError> {
+fn record(name: String, body: ResourceGroupRuleBody) -> Result<ResourceGroupRule, ApiError> {
     validate_name(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
     if let Some(named) = &body.name {
         if *named != name {
@@ -152,7 +122,7 @@ fn record(name: String, body: RuleBody) -> Result<ResourceGroupRule, ApiError> {
 }
 
 /// The name of a body sent to Karpor's routes.
-fn body_name(body: &RuleBody) -> Result<String, ApiError> {
+fn body_name(body: &ResourceGroupRuleBody) -> Result<String, ApiError> {
     body.name
         .clone()
         .filter(|n| !n.is_empty())
@@ -161,7 +131,7 @@ fn body_name(body: &RuleBody) -> Result<String, ApiError> {
 
 #[utoipa::path(post, path = "/resource-group-rule/{name}", operation_id = "createResourceGroupRule", tag = "resource groups",
     params(NamePath),
-    request_body = RuleBody,
+    request_body = ResourceGroupRuleBody,
     responses((status = 201,
         links(
             ("getResourceGroupRule" = (operation_id = "getResourceGroupRule", parameters(("name" = "$response.body#/data/name")))),
@@ -169,25 +139,25 @@ fn body_name(body: &RuleBody) -> Result<String, ApiError> {
             ("deleteResourceGroupRule" = (operation_id = "deleteResourceGroupRule", parameters(("name" = "$response.body#/data/name")))),
             ("listResourceGroups" = (operation_id = "listResourceGroups", parameters(("name" = "$response.body#/data/name")))),
         ),
-        body = inline(Envelope<RuleView>)),
+        body = inline(Envelope<ResourceGroupRuleView>)),
         Errors))]
 pub(crate) async fn create(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    Body(body): Body<RuleBody>,
-) -> ApiResult {
+    Body(body): Body<ResourceGroupRuleBody>,
+) -> ApiResult<ResourceGroupRuleView> {
     let stored = state.metastore.create(record(name, body)?).await?;
     Ok(Reply::created(view(stored)))
 }
 
 #[utoipa::path(post, path = "/resource-group-rule", operation_id = "createResourceGroupRuleByBody", tag = "resource groups",
-    request_body = RuleBody,
-    responses((status = 201, body = inline(Envelope<RuleView>), description = "Karpor's form: the name in the body"),
+    request_body = ResourceGroupRuleBody,
+    responses((status = 201, body = inline(Envelope<ResourceGroupRuleView>), description = "Karpor's form: the name in the body"),
         Errors))]
 pub(crate) async fn create_named_in_body(
     State(state): State<AppState>,
-    Body(body): Body<RuleBody>,
-) -> ApiResult {
+    Body(body): Body<ResourceGroupRuleBody>,
+) -> ApiResult<ResourceGroupRuleView> {
     let name = body_name(&body)?;
     let stored = state.metastore.create(record(name, body)?).await?;
     Ok(Reply::created(view(stored)))
@@ -195,30 +165,34 @@ pub(crate) async fn create_named_in_body(
 
 #[utoipa::path(put, path = "/resource-group-rule/{name}", operation_id = "updateResourceGroupRule", tag = "resource groups",
     params(NamePath),
-    request_body = RuleBody,
-    responses((status = 200, body = inline(Envelope<RuleView>)),
+    request_body = ResourceGroupRuleBody,
+    responses((status = 200, body = inline(Envelope<ResourceGroupRuleView>)),
         Errors))]
 pub(crate) async fn update(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    Body(body): Body<RuleBody>,
-) -> ApiResult {
+    Body(body): Body<ResourceGroupRuleBody>,
+) -> ApiResult<ResourceGroupRuleView> {
     replace(&state, name, body).await
 }
 
 #[utoipa::path(put, path = "/resource-group-rule", operation_id = "updateResourceGroupRuleByBody", tag = "resource groups",
-    request_body = RuleBody,
-    responses((status = 200, body = inline(Envelope<RuleView>), description = "Karpor's form: the name in the body"),
+    request_body = ResourceGroupRuleBody,
+    responses((status = 200, body = inline(Envelope<ResourceGroupRuleView>), description = "Karpor's form: the name in the body"),
         Errors))]
 pub(crate) async fn update_named_in_body(
     State(state): State<AppState>,
-    Body(body): Body<RuleBody>,
-) -> ApiResult {
+    Body(body): Body<ResourceGroupRuleBody>,
+) -> ApiResult<ResourceGroupRuleView> {
     let name = body_name(&body)?;
     replace(&state, name, body).await
 }
 
-async fn replace(state: &AppState, name: String, body: RuleBody) -> ApiResult {
+async fn replace(
+    state: &AppState,
+    name: String,
+    body: ResourceGroupRuleBody,
+) -> ApiResult<ResourceGroupRuleView> {
     let current = find(state, &name).await?;
     let stored = state
         .metastore
@@ -231,7 +205,10 @@ async fn replace(state: &AppState, name: String, body: RuleBody) -> ApiResult {
     params(NamePath),
     responses((status = 200, body = inline(Envelope<String>)),
         Errors))]
-pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+pub(crate) async fn remove(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<&'static str> {
     let current = find(&state, &name).await?;
     state
         .metastore
@@ -240,49 +217,14 @@ pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<Strin
     Ok(Reply::ok(DELETED))
 }
 
-/// One group as Karpor answers it: the value of each field, labels and annotations as
-/// maps; a field without a value (the namespace of a cluster-scoped object) is left out.
-#[derive(Debug, Default, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ResourceGroup {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
-}
-
-/// A group with karpor's count: the value of each of the rule's fields, as named there.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct Group {
-    pub values: BTreeMap<String, String>,
-    pub count: u64,
-}
-
-/// Karpor's `{fields, groups}`, and karpor's counted `items` beside.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct GroupList {
-    pub fields: Vec<String>,
-    pub groups: Vec<ResourceGroup>,
-    pub rule: String,
-    pub items: Vec<Group>,
-    pub total: usize,
-}
-
 #[utoipa::path(get, path = "/resource-groups/{name}", operation_id = "listResourceGroups", tag = "resource groups",
     params(NamePath),
     responses((status = 200, body = inline(Envelope<GroupList>)),
         Errors))]
-pub(crate) async fn groups(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+pub(crate) async fn groups(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<GroupList> {
     let rule = find(&state, &name).await?.record;
     let mut fields = Vec::new();
     for name in &rule.fields {

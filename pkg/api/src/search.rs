@@ -6,14 +6,14 @@
 use crate::access::{Permission, Routes};
 use crate::redact;
 use axum::extract::{Query, State};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
-use time::OffsetDateTime;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 use utoipa_axum::routes;
 
-use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::Errors;
+use crate::types::{Envelope, SearchItem, SearchPage};
 use crate::AppState;
 
 /// Largest page.
@@ -48,42 +48,13 @@ pub(crate) struct SearchParams {
     pub format: Option<String>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SearchItem {
-    pub cluster: String,
-    /// The object as stored (or its custom columns).
-    #[schema(value_type = Object)]
-    pub object: Value,
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub sync_at: OffsetDateTime,
-    pub deleted: bool,
-    /// The object's audit findings (`rule`, `severity`, `title`, `message`,
-    /// `remediation`); empty when clean.
-    #[schema(value_type = Vec<Object>)]
-    pub issues: Vec<karpor_audit::Finding>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SearchPage {
-    pub items: Vec<SearchItem>,
-    /// What was searched: the SQL (with the keyword's condition, as Karpor shows it), the
-    /// DSL text, or the keyword.
-    pub sql_query: String,
-    pub total: u64,
-    pub current_page: u64,
-    pub page_size: u64,
-}
-
 #[utoipa::path(get, path = "/search", operation_id = "search", tag = "search", params(SearchParams),
     responses((status = 200, body = inline(Envelope<SearchPage>)),
         Errors))]
 pub(crate) async fn search(
     State(state): State<AppState>,
     Query(params): Query<SearchParams>,
-) -> ApiResult {
+) -> ApiResult<SearchPage> {
     let page = number(&params.page).filter(|p| *p >= 1).unwrap_or(1);
     let page_size = number(&params.page_size)
         .filter(|s| *s >= 1)

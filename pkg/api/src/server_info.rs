@@ -9,8 +9,9 @@ use axum::{Json, Router};
 use serde::Serialize;
 use utoipa_axum::routes;
 
-use crate::envelope::{ApiResult, Envelope, Reply};
+use crate::envelope::{ApiResult, Reply};
 use crate::openapi::Errors;
+use crate::types::Envelope;
 
 /// `/server-configs`'s path (outside [`crate::PREFIX`], as in Karpor).
 pub(crate) const SERVER_CONFIGS: &str = "/server-configs";
@@ -23,7 +24,7 @@ pub(crate) fn routes() -> Routes {
 /// 401 otherwise.
 #[utoipa::path(get, path = "/authn", operation_id = "authn", tag = "auth",
     responses((status = 200, body = inline(Envelope<String>)), Errors))]
-pub(crate) async fn authn() -> ApiResult {
+pub(crate) async fn authn() -> ApiResult<&'static str> {
     Ok(Reply::ok(""))
 }
 

@@ -8,22 +8,21 @@ use std::time::Duration;
 use crate::access::{Permission, Routes};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::{Extension, Json};
-use karpor_core::model::{
-    validate_name, Cluster, ClusterSelector, OverLimit, Record, ResourceSelector, RuleLimits,
-    SyncRule, Transform,
-};
+use axum::Extension;
+use karpor_core::model::{Cluster, OverLimit, Record, RuleLimits, SyncRule};
 use karpor_metastore::Stored;
 use karpor_syncer::{DryRun, DryRunError, Selection};
-use serde::{Deserialize, Serialize};
-use time::OffsetDateTime;
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 use utoipa_axum::routes;
 
 use crate::auth::Principal;
-use crate::body::Body;
-use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::body::NamedBody;
+use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::{Errors, NamePath};
+use crate::types::{
+    ClusterDryRun, DryRunView, Envelope, SelectionView, SyncRuleList, SyncRuleView,
+};
 use crate::AppState;
 
 /// What `DELETE /sync-rule/{name}` answers.
@@ -41,104 +40,12 @@ pub(crate) fn routes() -> Routes {
         .route(Permission::Admin, routes!(dry_run))
 }
 
-/// `"*"` (every cluster), `{"names": [...]}` or `{"selector": "env=prod,tier!=1"}`
-/// (equality terms on the cluster's labels).
-#[derive(ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)] // for the document only: handlers read core's `ClusterSelector`
-pub(crate) enum ClusterSelectorDoc {
-    #[schema(example = "*")]
-    All(String),
-    Names {
-        names: Vec<String>,
-    },
-    Selector {
-        selector: String,
-    },
-}
-
-/// A group, version and resource (plural); `*` in any part matches every value, except
-/// that a `*` resource leaves out the high-churn types (events, leases, endpoints,
-/// endpointslices) and a `*` group the alias group `extensions`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // for the document only
-pub(crate) struct ResourceSelectorDoc {
-    /// `""` is the core group.
-    #[schema(example = "apps")]
-    group: Option<String>,
-    /// `*`: the version the API server prefers.
-    #[schema(example = "*")]
-    version: String,
-    #[schema(example = "deployments")]
-    resource: String,
-}
-
-/// How documents are trimmed before they are stored.
-#[derive(ToSchema)]
-#[allow(dead_code)] // for the document only
-pub(crate) struct TransformDoc {
-    /// `full` (default) or `metadataOnly` (`apiVersion`, `kind`, `metadata`).
-    #[schema(example = "metadataOnly")]
-    mode: Option<String>,
-    /// Dot paths to drop, through arrays (`spec.template.spec.containers.env`).
-    trim: Option<Vec<String>>,
-}
-
-/// A rule's body (`name` is the path's; the body may repeat it). Unknown fields are
-/// refused.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct SyncRuleBody {
-    pub name: Option<String>,
-    #[serde(default)]
-    pub description: String,
-    #[schema(value_type = ClusterSelectorDoc)]
-    pub clusters: ClusterSelector,
-    #[schema(value_type = Vec<ResourceSelectorDoc>, min_items = 1)]
-    pub resources: Vec<ResourceSelector>,
-    /// Namespaces to sync namespaced types in; empty: all.
-    #[serde(default)]
-    pub namespaces: Vec<String>,
-    /// Sent to the API server with each list and watch.
-    #[serde(default)]
-    pub label_selector: Option<String>,
-    #[serde(default)]
-    pub field_selector: Option<String>,
-    #[serde(default)]
-    #[schema(value_type = Option<TransformDoc>)]
-    pub transform: Transform,
-    /// Keep a document marked deleted when its object goes.
-    #[serde(default)]
-    pub keep_after_delete: bool,
-}
-
-impl SyncRuleBody {
-    /// The record it makes, named `name`: every problem names its field, and a count
-    /// over `limits` its config key.
-    fn record(self, name: String, limits: &RuleLimits) -> Result<SyncRule, ApiError> {
-        validate_name(&name).map_err(|e| ApiError::bad_request(format!("name: {e}")))?;
-        if let Some(named) = &self.name {
-            if *named != name {
-                return Err(ApiError::bad_request(format!(
-                    "name: {named:?} in the body is not the path's {name:?}"
-                )));
-            }
-        }
-        let rule = SyncRule {
-            name,
-            description: self.description,
-            clusters: self.clusters,
-            resources: self.resources,
-            namespaces: self.namespaces,
-            label_selector: self.label_selector,
-            field_selector: self.field_selector,
-            transform: self.transform,
-            keep_after_delete: self.keep_after_delete,
-        };
-        rule.validate().map_err(ApiError::bad_request)?;
-        within_limits(&rule, limits)?;
-        Ok(rule)
-    }
+/// The rule a body makes, named by its path (the body's name was checked against it):
+/// every problem names its field, and a count over `limits` its config key.
+fn checked(rule: SyncRule, limits: &RuleLimits) -> Result<SyncRule, ApiError> {
+    rule.validate().map_err(ApiError::bad_request)?;
+    within_limits(&rule, limits)?;
+    Ok(rule)
 }
 
 /// A rule over `syncer.limits` would be refused by every cluster's syncer: refused
@@ -177,67 +84,24 @@ async fn within_rules_per_cluster(state: &AppState, rule: &SyncRule) -> Result<(
     Ok(())
 }
 
-/// A rule as answered: its fields, and karpor's `version` and times (none for a
-/// built-in rule).
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SyncRuleView {
-    pub name: String,
-    pub description: String,
-    #[schema(value_type = ClusterSelectorDoc)]
-    pub clusters: ClusterSelector,
-    #[schema(value_type = Vec<ResourceSelectorDoc>)]
-    pub resources: Vec<ResourceSelector>,
-    pub namespaces: Vec<String>,
-    pub label_selector: Option<String>,
-    pub field_selector: Option<String>,
-    #[schema(value_type = TransformDoc)]
-    pub transform: Transform,
-    pub keep_after_delete: bool,
-    /// Built into karpor: in force while no rule is stored; store one of the same name
-    /// to change it.
-    pub built_in: bool,
-    /// Whether the syncer follows it now (a built-in rule only while none is stored).
-    pub in_force: bool,
-    /// The stored record's version (compare-and-swap: `?version=`); null when built in.
-    pub version: Option<i64>,
-    #[serde(with = "time::serde::rfc3339::option")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub created_at: Option<OffsetDateTime>,
-    #[serde(with = "time::serde::rfc3339::option")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub updated_at: Option<OffsetDateTime>,
-}
-
-impl SyncRuleView {
-    fn of(rule: SyncRule, stored: Option<&Stored<SyncRule>>, built_in_in_force: bool) -> Self {
-        SyncRuleView {
-            name: rule.name,
-            description: rule.description,
-            clusters: rule.clusters,
-            resources: rule.resources,
-            namespaces: rule.namespaces,
-            label_selector: rule.label_selector,
-            field_selector: rule.field_selector,
-            transform: rule.transform,
-            keep_after_delete: rule.keep_after_delete,
-            built_in: stored.is_none(),
-            in_force: stored.is_some() || built_in_in_force,
-            version: stored.map(|s| s.version),
-            created_at: stored.map(|s| s.created_at),
-            updated_at: stored.map(|s| s.updated_at),
-        }
-    }
-
-    fn stored(rule: Stored<SyncRule>) -> Self {
-        SyncRuleView::of(rule.record.clone(), Some(&rule), false)
+/// A rule as answered; `stored` gives its version and times, else it is built in.
+fn view(
+    rule: SyncRule,
+    stored: Option<&Stored<SyncRule>>,
+    built_in_in_force: bool,
+) -> SyncRuleView {
+    SyncRuleView {
+        rule,
+        built_in: stored.is_none(),
+        in_force: stored.is_some() || built_in_in_force,
+        version: stored.map(|s| s.version),
+        created_at: stored.map(|s| s.created_at),
+        updated_at: stored.map(|s| s.updated_at),
     }
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct SyncRuleList {
-    pub items: Vec<SyncRuleView>,
-    pub total: usize,
+fn stored_view(rule: Stored<SyncRule>) -> SyncRuleView {
+    view(rule.record.clone(), Some(&rule), false)
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -252,15 +116,15 @@ pub(crate) struct VersionParam {
     responses((status = 200, body = inline(Envelope<SyncRuleList>),
         description = "the rules in force, by name: the stored ones, or the built-in ones while none is stored"),
         Errors))]
-pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
+pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<SyncRuleList> {
     let stored = state.metastore.list_all::<SyncRule>().await?;
     let items: Vec<SyncRuleView> = if stored.is_empty() {
         karpor_syncer::default_rules()
             .into_iter()
-            .map(|rule| SyncRuleView::of(rule, None, true))
+            .map(|rule| view(rule, None, true))
             .collect()
     } else {
-        stored.into_iter().map(SyncRuleView::stored).collect()
+        stored.into_iter().map(stored_view).collect()
     };
     Ok(Reply::ok(SyncRuleList {
         total: items.len(),
@@ -273,20 +137,24 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
     responses((status = 200, body = inline(Envelope<SyncRuleView>),
         description = "the stored rule, or a built-in one (`builtIn: true`) not stored under its name"),
         Errors))]
-pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+pub(crate) async fn read(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<SyncRuleView> {
     if let Some(stored) = state.metastore.get::<SyncRule>(&name).await? {
-        return Ok(Reply::ok(SyncRuleView::stored(stored)));
+        return Ok(Reply::ok(stored_view(stored)));
     }
     let Some(rule) = built_in(&name) else {
         return Err(not_found(&name));
     };
     let none_stored = state.metastore.list_all::<SyncRule>().await?.is_empty();
-    Ok(Reply::ok(SyncRuleView::of(rule, None, none_stored)))
+    Ok(Reply::ok(view(rule, None, none_stored)))
 }
 
 #[utoipa::path(post, path = "/sync-rule/{name}", operation_id = "createSyncRule", tag = "sync rules",
     params(NamePath),
-    request_body = SyncRuleBody,
+    request_body(content = SyncRule,
+        description = "the rule; `name` may be left out (the path's)"),
     responses((status = 201,
         links(
             ("getSyncRule" = (operation_id = "getSyncRule", parameters(("name" = "$response.body#/data/name")))),
@@ -299,19 +167,19 @@ pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>
 pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
-    Path(name): Path<String>,
-    Body(body): Body<SyncRuleBody>,
-) -> ApiResult {
-    let rule = body.record(name, &state.rule_limits)?;
+    NamedBody(rule): NamedBody<SyncRule>,
+) -> ApiResult<SyncRuleView> {
+    let rule = checked(rule, &state.rule_limits)?;
     within_rules_per_cluster(&state, &rule).await?;
     let stored = state.metastore.create(rule).await?;
     tracing::info!(rule = %stored.record.name, by = %by.name, "sync rule created");
-    Ok(Reply::created(SyncRuleView::stored(stored)))
+    Ok(Reply::created(stored_view(stored)))
 }
 
 #[utoipa::path(put, path = "/sync-rule/{name}", operation_id = "updateSyncRule", tag = "sync rules",
     params(NamePath, VersionParam),
-    request_body = SyncRuleBody,
+    request_body(content = SyncRule,
+        description = "the rule; `name` may be left out (the path's)"),
     responses((status = 200, body = inline(Envelope<SyncRuleView>),
         description = "replaced; every cluster it selects, or selected, follows it within one settle"),
         Errors))]
@@ -320,9 +188,9 @@ pub(crate) async fn update(
     Extension(by): Extension<Principal>,
     Path(name): Path<String>,
     Query(params): Query<VersionParam>,
-    Body(body): Body<SyncRuleBody>,
-) -> ApiResult {
-    let rule = body.record(name.clone(), &state.rule_limits)?;
+    NamedBody(rule): NamedBody<SyncRule>,
+) -> ApiResult<SyncRuleView> {
+    let rule = checked(rule, &state.rule_limits)?;
     within_rules_per_cluster(&state, &rule).await?;
     let current = find(&state, &name).await?;
     let stored = state
@@ -330,7 +198,7 @@ pub(crate) async fn update(
         .update(rule, params.version.unwrap_or(current.version))
         .await?;
     tracing::info!(rule = %name, by = %by.name, version = stored.version, "sync rule updated");
-    Ok(Reply::ok(SyncRuleView::stored(stored)))
+    Ok(Reply::ok(stored_view(stored)))
 }
 
 #[utoipa::path(delete, path = "/sync-rule/{name}", operation_id = "deleteSyncRule", tag = "sync rules",
@@ -343,7 +211,7 @@ pub(crate) async fn remove(
     Extension(by): Extension<Principal>,
     Path(name): Path<String>,
     Query(params): Query<VersionParam>,
-) -> ApiResult {
+) -> ApiResult<&'static str> {
     let current = find(&state, &name).await?;
     state
         .metastore
@@ -361,64 +229,23 @@ pub(crate) struct DryRunParams {
     pub cluster: Option<String>,
 }
 
-/// What a rule would select.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct DryRunView {
-    pub rule: String,
-    pub clusters: Vec<ClusterDryRun>,
-}
-
-/// What a rule would select in one cluster.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ClusterDryRun {
-    pub cluster: String,
-    /// Whether the rule's `clusters` selects this cluster.
-    pub selected: bool,
-    pub resources: Vec<SelectionView>,
-    /// Why the cluster could not be asked (its kubeconfig, or no answer in time).
-    pub error: Option<String>,
-}
-
-/// One type the rule selects, and its objects in the cluster now.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SelectionView {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    pub resource: String,
-    pub namespaced: bool,
-    /// The namespaces it would be watched in; empty: all.
-    pub namespaces: Vec<String>,
-    /// The rule that would watch it beside the other rules in force: this one, or one
-    /// that names the type more precisely (or as precisely, first by name).
-    pub watched_by: String,
-    /// Objects the rule's selectors select now, counted by the cluster.
-    pub objects: Option<u64>,
-    /// Why they could not be counted: `forbidden`, `gone`, `invalid` (a selector the API
-    /// server refuses), `unauthorized`, `unreachable`.
-    pub error: Option<&'static str>,
-}
-
-impl From<Selection> for SelectionView {
-    fn from(s: Selection) -> Self {
-        SelectionView {
-            group: s.group,
-            version: s.version,
-            kind: s.kind,
-            resource: s.resource,
-            namespaced: s.namespaced,
-            namespaces: s.namespaces,
-            watched_by: s.watched_by,
-            objects: s.objects,
-            error: s.error.map(|e| e.as_str()),
-        }
+fn selection_view(s: Selection) -> SelectionView {
+    SelectionView {
+        group: s.group,
+        version: s.version,
+        kind: s.kind,
+        resource: s.resource,
+        namespaced: s.namespaced,
+        namespaces: s.namespaces,
+        watched_by: s.watched_by,
+        objects: s.objects,
+        error: s.error.map(|e| e.as_str().to_owned()),
     }
 }
 
 #[utoipa::path(post, path = "/sync-rule/{name}/dry-run", operation_id = "dryRunSyncRule", tag = "sync rules",
     params(NamePath, DryRunParams),
-    request_body(content = SyncRuleBody,
+    request_body(content = SyncRule,
         description = "the proposed rule; without a body (no content type), the stored or built-in rule of that name"),
     responses((status = 200, body = inline(Envelope<DryRunView>),
         description = "per cluster: the types the rule selects (from discovery, as the syncer resolves them) and their objects now; nothing is stored"),
@@ -427,8 +254,8 @@ pub(crate) async fn dry_run(
     State(state): State<AppState>,
     Path(name): Path<String>,
     Query(params): Query<DryRunParams>,
-    body: Option<Json<SyncRuleBody>>,
-) -> ApiResult {
+    body: Option<NamedBody<SyncRule>>,
+) -> ApiResult<DryRunView> {
     let stored: Vec<SyncRule> = state
         .metastore
         .list_all::<SyncRule>()
@@ -437,7 +264,7 @@ pub(crate) async fn dry_run(
         .map(|s| s.record)
         .collect();
     let rule = match body {
-        Some(Json(body)) => body.record(name.clone(), &state.rule_limits)?,
+        Some(NamedBody(rule)) => checked(rule, &state.rule_limits)?,
         None => match stored.iter().find(|r| r.name == name) {
             Some(rule) => rule.clone(),
             None => built_in(&name).ok_or_else(|| not_found(&name))?,
@@ -505,7 +332,7 @@ fn answer(
         Ok(Ok(run)) => ClusterDryRun {
             cluster: cluster.name.clone(),
             selected: run.selects_cluster,
-            resources: run.resources.into_iter().map(SelectionView::from).collect(),
+            resources: run.resources.into_iter().map(selection_view).collect(),
             error: None,
         },
         Ok(Err(e)) => failed(e.to_string()),
@@ -544,8 +371,9 @@ mod tests {
 
     #[test]
     fn a_rule_over_a_limit_is_a_400_naming_the_limit_and_the_count() {
-        let body = |namespaces: usize| -> SyncRuleBody {
+        let rule = |namespaces: usize| -> SyncRule {
             serde_json::from_value(serde_json::json!({
+                "name": "wide",
                 "clusters": "*",
                 "resources": [{"group": "*", "version": "*", "resource": "*"}],
                 "namespaces": (0..namespaces).map(|i| format!("ns-{i}")).collect::<Vec<_>>(),
@@ -553,8 +381,8 @@ mod tests {
             .unwrap()
         };
         let limits = RuleLimits::default();
-        assert!(body(100).record("wide".into(), &limits).is_ok());
-        let refused = body(1000).record("wide".into(), &limits).unwrap_err();
+        assert!(checked(rule(100), &limits).is_ok());
+        let refused = checked(rule(1000), &limits).unwrap_err();
         assert_eq!(refused.status, StatusCode::BAD_REQUEST);
         assert_eq!(
             refused.message,

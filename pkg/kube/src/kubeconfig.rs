@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use kube::config::{AuthInfo, Kubeconfig, NamedAuthInfo, NamedContext, NamedExtension};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::yaml;
@@ -41,7 +41,7 @@ pub(crate) fn problem<T>(message: impl Into<String>) -> Result<T, Problem> {
 }
 
 /// A context of a kubeconfig, as listed to users.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextInfo {
     pub name: String,
@@ -53,7 +53,7 @@ pub struct ContextInfo {
 }
 
 /// What a kubeconfig's selected context is, without credentials.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub context: String,

@@ -4,6 +4,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::process::Karpor;
@@ -105,6 +107,41 @@ impl Client {
             request = request.json(&body);
         }
         self.send(request).await
+    }
+
+    /// `GET path`'s `data` read as `T` (one of `karpor_api::types`); any other status
+    /// than 2xx, or data of another shape, fails the test.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> T {
+        self.typed("GET", path, None).await
+    }
+
+    /// `POST path` with `body`, its `data` read as `T`.
+    pub async fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> T {
+        let body = serde_json::to_value(body).unwrap();
+        self.typed("POST", path, Some(body)).await
+    }
+
+    /// `PUT path` with `body`, its `data` read as `T`.
+    pub async fn put<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> T {
+        let body = serde_json::to_value(body).unwrap();
+        self.typed("PUT", path, Some(body)).await
+    }
+
+    /// A call whose envelope is checked as [`Client::call`] does, its `data` read as `T`.
+    pub async fn typed<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> T {
+        let (status, envelope) = self.call(method, path, body).await;
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status}: {envelope}"
+        );
+        serde_json::from_value(envelope["data"].clone()).unwrap_or_else(|e| {
+            panic!("{method} {path}: data is not the type asked for ({e}): {envelope}")
+        })
     }
 
     pub async fn send(&self, request: reqwest::RequestBuilder) -> (u16, Value) {

@@ -8,34 +8,19 @@ use axum::body::Bytes;
 use axum::extract::{Multipart, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use karpor_core::model::MAX_KUBECONFIG_BYTES;
-use karpor_kube::{kubeconfig, ContextInfo, Summary, Timeouts};
-use serde::{Deserialize, Serialize};
+use karpor_kube::{kubeconfig, Timeouts};
 use utoipa::ToSchema;
 
 use super::view::resource_yaml;
-use super::{bad_kubeconfig, minify, too_large, EXAMPLE_KUBECONFIG};
-use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use super::{bad_kubeconfig, minify, too_large};
+use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::Errors;
+use crate::types::clusters::EXAMPLE_KUBECONFIG;
+use crate::types::{Envelope, UploadView, ValidateBody, ValidateView};
 use crate::AppState;
 
 /// How long validation may take to reach a cluster's API server.
 const VALIDATE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// An uploaded kubeconfig: Karpor's fields (`fileName`, `fileSize`, `content`,
-/// `sanitizedClusterContent`) and karpor's (`currentContext`, `contexts`).
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct UploadView {
-    pub file_name: String,
-    pub file_size: usize,
-    /// The uploaded text as sent: the uploader's own file, for the register form (Karpor's
-    /// flow sends it back to validate and create). Never a stored credential.
-    pub content: String,
-    /// The Cluster resource Karpor would make of it, credentials left out, as YAML.
-    pub sanitized_cluster_content: String,
-    pub current_context: Option<String>,
-    pub contexts: Vec<ContextInfo>,
-}
 
 #[derive(ToSchema)]
 #[allow(dead_code)] // the multipart form, for the document only
@@ -54,7 +39,7 @@ pub(super) struct UploadForm {
     request_body(content = UploadForm, content_type = "multipart/form-data"),
     responses((status = 200, body = inline(Envelope<UploadView>)),
         Errors))]
-pub(crate) async fn upload(mut form: Multipart) -> ApiResult {
+pub(crate) async fn upload(mut form: Multipart) -> ApiResult<UploadView> {
     let bad = |e: axum::extract::multipart::MultipartError| {
         ApiError::new(
             e.status(),
@@ -111,24 +96,6 @@ pub(crate) async fn upload(mut form: Multipart) -> ApiResult {
     }))
 }
 
-/// A kubeconfig to check (or the kubeconfig itself as a `text/plain` body).
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ValidateBody {
-    #[schema(example = json!(EXAMPLE_KUBECONFIG))]
-    pub kube_config: String,
-    pub context: Option<String>,
-}
-
-/// What the API server said.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ValidateView {
-    pub summary: Summary,
-    pub git_version: String,
-    pub platform: String,
-}
-
 #[utoipa::path(post, path = "/cluster/config/validate", operation_id = "validateKubeconfig", tag = "clusters",
     request_body(content(
         (ValidateBody = "application/json"),
@@ -140,7 +107,7 @@ pub(crate) async fn validate(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
-) -> ApiResult {
+) -> ApiResult<ValidateView> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -17,21 +17,21 @@ use karpor_core::model::{
 use karpor_kube::kubeconfig;
 use karpor_metastore::Stored;
 use karpor_syncer::SyncState;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 use utoipa_axum::routes;
 
 use crate::auth::Principal;
 use crate::body::Body;
-use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::{Errors, NamePath};
 use crate::params::{lenient_bool, Format};
 use crate::{AppState, Role};
 
-pub(crate) use view::ClusterView;
-
-/// The document's example: a kubeconfig whose server is closed.
-const EXAMPLE_KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: example}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
+use crate::types::{
+    ClusterBody, ClusterList, ClusterListAnswer, ClusterSummary, ClusterView, Envelope,
+    ObjectOrYaml,
+};
 
 /// What `DELETE /cluster/{name}` answers, as Karpor.
 const DELETED: &str = "Cluster deleted";
@@ -71,88 +71,45 @@ pub(crate) struct ListParams {
     pub ascending: bool,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ClusterList {
-    pub items: Vec<ClusterView>,
-    pub total: usize,
-}
-
-/// Karpor's `?summary=true` answer: which clusters are healthy.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ClusterSummary {
-    pub total_count: usize,
-    pub healthy_count: usize,
-    pub healthy_clusters: Vec<String>,
-    pub unhealthy_count: usize,
-    pub unhealthy_clusters: Vec<String>,
-}
-
-/// The list, or with `summary=true` the health summary.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(untagged)]
-pub(crate) enum ClusterListAnswer {
-    List(ClusterList),
-    Summary(ClusterSummary),
-}
-
-/// A cluster's body; `kubeConfig` is required to create.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct ClusterBody {
-    /// The path's name, which Karpor's page sends again; another name is refused.
-    pub name: Option<String>,
-    pub display_name: Option<String>,
-    pub description: Option<String>,
-    pub labels: Option<BTreeMap<String, String>>,
-    /// A kubeconfig's text; only the chosen context is kept.
-    #[schema(example = json!(EXAMPLE_KUBECONFIG))]
-    pub kube_config: Option<String>,
-    /// The context to keep (default: the kubeconfig's current context).
-    pub context: Option<String>,
-}
-
-impl ClusterBody {
-    /// Sets on `record` what the body gives; a kubeconfig is kept minified to the
-    /// context chosen by the query (`context`), else the body, else its current one.
-    async fn apply_to(
-        self,
-        state: &AppState,
-        record: &mut Cluster,
-        context: Option<String>,
-    ) -> Result<(), ApiError> {
-        if let Some(name) = &self.name {
-            if *name != record.name {
-                return Err(ApiError::bad_request(format!(
-                    "name {name:?} in the body is not the path's {:?}",
-                    record.name
-                )));
-            }
+/// Sets on `record` what `body` gives; a kubeconfig is kept minified to the
+/// context chosen by the query (`context`), else the body, else its current one.
+async fn apply_to(
+    body: ClusterBody,
+    state: &AppState,
+    record: &mut Cluster,
+    context: Option<String>,
+) -> Result<(), ApiError> {
+    if let Some(name) = &body.name {
+        if *name != record.name {
+            return Err(ApiError::bad_request(format!(
+                "name {name:?} in the body is not the path's {:?}",
+                record.name
+            )));
         }
-        let context = context.or(self.context);
-        if let Some(v) = self.display_name {
-            record.display_name = v;
-        }
-        if let Some(v) = self.description {
-            record.description = v;
-        }
-        if let Some(v) = self.labels {
-            record.labels = v;
-        }
-        match self.kube_config {
-            Some(text) => {
-                let selected = minify(state, text, context.as_deref()).await?;
-                record.kubeconfig = StoredKubeconfig(kubeconfig::to_yaml(&selected));
-            }
-            None if context.is_some() => {
-                return Err(ApiError::bad_request(
-                    "context needs a kubeConfig to choose from",
-                ))
-            }
-            None => {}
-        }
-        Ok(())
     }
+    let context = context.or(body.context);
+    if let Some(v) = body.display_name {
+        record.display_name = v;
+    }
+    if let Some(v) = body.description {
+        record.description = v;
+    }
+    if let Some(v) = body.labels {
+        record.labels = v;
+    }
+    match body.kube_config {
+        Some(text) => {
+            let selected = minify(state, text, context.as_deref()).await?;
+            record.kubeconfig = StoredKubeconfig(kubeconfig::to_yaml(&selected));
+        }
+        None if context.is_some() => {
+            return Err(ApiError::bad_request(
+                "context needs a kubeConfig to choose from",
+            ))
+        }
+        None => {}
+    }
+    Ok(())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -176,7 +133,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
     Query(params): Query<ListParams>,
-) -> ApiResult {
+) -> ApiResult<ClusterListAnswer> {
     let mut clusters = state.metastore.list_all::<Cluster>().await?;
     match params.order_by.as_deref().unwrap_or("name") {
         "displayName" => clusters.sort_by(|a, b| a.record.display_name.cmp(&b.record.display_name)),
@@ -235,10 +192,10 @@ pub(crate) async fn read(
     Extension(by): Extension<Principal>,
     Path(name): Path<String>,
     Query(format): Query<FormatParam>,
-) -> ApiResult {
+) -> ApiResult<ObjectOrYaml<ClusterView>> {
     let cluster = find(&state, &name).await?;
     let view = view::view(&state, &cluster, by.role == Role::Admin).await;
-    Format::parse(format.format.as_deref())?.reply(&view)
+    Format::parse(format.format.as_deref())?.reply(view)
 }
 
 #[utoipa::path(post, path = "/cluster/{name}", operation_id = "createCluster", tag = "clusters",
@@ -258,7 +215,7 @@ pub(crate) async fn create(
     Path(name): Path<String>,
     Query(param): Query<ContextParam>,
     Body(body): Body<ClusterBody>,
-) -> ApiResult {
+) -> ApiResult<ClusterView> {
     validate_name(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
     if body.kube_config.is_none() {
         return Err(ApiError::bad_request("kubeConfig is required"));
@@ -270,7 +227,7 @@ pub(crate) async fn create(
         labels: BTreeMap::new(),
         kubeconfig: StoredKubeconfig(String::new()),
     };
-    body.apply_to(&state, &mut record, param.context).await?;
+    apply_to(body, &state, &mut record, param.context).await?;
     let stored = state.metastore.create(record).await?;
     tracing::info!(cluster = %stored.record.name, by = %by.name, "cluster registered");
     Ok(Reply::created(view::view(&state, &stored, true).await))
@@ -287,10 +244,10 @@ pub(crate) async fn update(
     Path(name): Path<String>,
     Query(param): Query<ContextParam>,
     Body(body): Body<ClusterBody>,
-) -> ApiResult {
+) -> ApiResult<ClusterView> {
     let current = find(&state, &name).await?;
     let mut record = current.record.clone();
-    body.apply_to(&state, &mut record, param.context).await?;
+    apply_to(body, &state, &mut record, param.context).await?;
     let stored = state.metastore.update(record, current.version).await?;
     tracing::info!(cluster = %name, by = %by.name, "cluster updated");
     Ok(Reply::ok(view::view(&state, &stored, true).await))
@@ -304,7 +261,7 @@ pub(crate) async fn remove(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
     Path(name): Path<String>,
-) -> ApiResult {
+) -> ApiResult<&'static str> {
     let current = find(&state, &name).await?;
     state
         .metastore

@@ -4,168 +4,24 @@
 //! (admins only), its summary, times, version and the sync status (with its rules and
 //! each watched type's state).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::types::{
+    ClusterAccess, ClusterMetadata, ClusterSpec, ClusterStatus, ClusterView, Credential,
+    RuleInForceView, SyncView, TypeView,
+};
+use crate::AppState;
 use karpor_core::model::Cluster;
 use karpor_kube::{kubeconfig, Summary};
 use karpor_metastore::Stored;
 use karpor_syncer::{SyncState, TypeSnapshot, TypeState};
 use kube::config::Kubeconfig;
-use serde::Serialize;
-use time::OffsetDateTime;
-use utoipa::ToSchema;
-
-use crate::AppState;
 
 /// Karpor's Cluster resource group and version.
 pub(super) const CLUSTER_API_VERSION: &str = "cluster.karpor.io/v1beta1";
 
 /// How long a cluster's document count may take before it is answered unknown.
 const COUNT_TIMEOUT: Duration = Duration::from_secs(1);
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ClusterView {
-    /// `cluster.karpor.io/v1beta1`, as Karpor.
-    pub api_version: &'static str,
-    /// `Cluster`.
-    pub kind: &'static str,
-    pub metadata: ClusterMetadata,
-    pub spec: ClusterSpec,
-    pub status: ClusterStatus,
-    pub name: String,
-    pub display_name: String,
-    pub description: String,
-    pub labels: BTreeMap<String, String>,
-    /// The stored kubeconfig with every credential replaced by `******`: for admins
-    /// only.
-    pub kube_config: Option<String>,
-    pub kubeconfig_summary: Option<Summary>,
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: OffsetDateTime,
-    /// The record's version in the metadata store (compare-and-swap).
-    pub version: i64,
-    pub sync_status: SyncView,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ClusterMetadata {
-    pub name: String,
-    #[serde(with = "time::serde::rfc3339::option")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub creation_timestamp: Option<OffsetDateTime>,
-    /// The record's version, as Kubernetes spells versions.
-    pub resource_version: String,
-    pub labels: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ClusterSpec {
-    /// Always empty: karpor does not know providers.
-    pub provider: String,
-    pub access: ClusterAccess,
-    pub description: String,
-    pub display_name: String,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ClusterAccess {
-    /// The API server's URL, without user-info.
-    pub endpoint: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub insecure: Option<bool>,
-    /// What kind of credential reaches it (its content is never answered).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub credential: Option<Credential>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct Credential {
-    /// `ServiceAccountToken`, `X509Certificate` or `OIDC` (an exec plugin), as Karpor
-    /// names them; `Basic` or `None` otherwise.
-    #[serde(rename = "type")]
-    pub kind: String,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ClusterStatus {
-    /// Whether the cluster answers its syncer; absent while not known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub healthy: Option<bool>,
-}
-
-/// A cluster's sync status.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SyncView {
-    /// `pending`, `syncing`, `synced`, `error`, or `unknown` (the syncer runs in another
-    /// process, or has not picked the cluster up yet).
-    pub state: String,
-    /// The reason code of `error`.
-    pub reason: Option<String>,
-    /// Why, in words, when the cluster's rules are refused (naming the `syncer.limits`
-    /// key they go over).
-    pub message: Option<String>,
-    /// Documents written since the syncer started the cluster.
-    pub objects_synced: Option<u64>,
-    #[serde(with = "time::serde::rfc3339::option")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub last_event: Option<OffsetDateTime>,
-    /// Documents in storage for the cluster now (null when storage cannot say within a
-    /// second).
-    pub objects_stored: Option<u64>,
-    /// The sync rules its watchers follow (`version` null for a built-in rule); null
-    /// when unknown.
-    pub rules: Option<Vec<RuleInForceView>>,
-    /// Each watched type (per namespace when its rule lists namespaces); null when
-    /// unknown.
-    pub types: Option<Vec<TypeView>>,
-    /// The syncer member holding the cluster's claim (it alone syncs it); null while
-    /// none does, or the metadata store cannot say within a second.
-    pub owner: Option<String>,
-    /// The owner's epoch: the store revision of its claim, larger for each later owner.
-    pub epoch: Option<i64>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct RuleInForceView {
-    pub name: String,
-    pub version: Option<i64>,
-}
-
-/// One watched type of a cluster.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct TypeView {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    pub resource: String,
-    pub namespaced: bool,
-    /// The namespace its watcher is limited to, when its rule lists namespaces.
-    pub namespace: Option<String>,
-    /// The sync rule that watches it.
-    pub rule: String,
-    /// `syncing`, `synced` or `error`.
-    pub state: &'static str,
-    /// Why it cannot be listed (`error`): `forbidden`, `gone`, `invalid`, `unauthorized`
-    /// or `unreachable`. An error of one type leaves the others syncing.
-    pub reason: Option<&'static str>,
-    /// Its documents in storage, as last counted.
-    pub objects: Option<u64>,
-    #[serde(with = "time::serde::rfc3339::option")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub last_event: Option<OffsetDateTime>,
-}
 
 fn type_view(t: &TypeSnapshot) -> TypeView {
     TypeView {
@@ -176,9 +32,9 @@ fn type_view(t: &TypeSnapshot) -> TypeView {
         namespaced: t.namespaced,
         namespace: t.namespace.clone(),
         rule: t.rule.clone(),
-        state: t.state.as_str(),
+        state: t.state.as_str().to_owned(),
         reason: match t.state {
-            TypeState::Error(e) => Some(e.as_str()),
+            TypeState::Error(e) => Some(e.as_str().to_owned()),
             _ => None,
         },
         objects: t.objects,
@@ -269,8 +125,8 @@ pub(super) async fn view(
         record.display_name.clone()
     };
     ClusterView {
-        api_version: CLUSTER_API_VERSION,
-        kind: "Cluster",
+        api_version: CLUSTER_API_VERSION.to_owned(),
+        kind: "Cluster".to_owned(),
         metadata: ClusterMetadata {
             name: record.name.clone(),
             creation_timestamp: Some(cluster.created_at),

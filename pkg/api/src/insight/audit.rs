@@ -8,13 +8,14 @@ use std::collections::BTreeMap;
 use axum::extract::{Query as QueryParams, State};
 use karpor_audit::{Severity, SeverityCounts};
 use karpor_search::{Expr, Field, Op, Query, Value};
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::registered;
-use crate::envelope::{ApiResult, Envelope, Reply};
+use crate::envelope::{ApiResult, Reply};
 use crate::locator::Locator;
 use crate::openapi::Errors;
+use crate::types::{AuditData, AuditedResource, Envelope, Issue, IssueGroup, ScoreData};
 use crate::AppState;
 
 /// The scanner Karpor's clients see in each issue.
@@ -33,66 +34,6 @@ pub(super) struct AuditParams {
     #[serde(rename = "forceNew")]
     #[param(value_type = Option<String>)]
     pub force_new: Option<String>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct AuditData {
-    /// Findings in the scope.
-    pub issue_total: u64,
-    /// Audited resources in the scope, clean ones included.
-    pub resource_total: u64,
-    /// Findings by severity (`High`, `Medium`, `Low`), severities with none left out.
-    pub by_severity: BTreeMap<String, u64>,
-    /// One group per rule found: most severe first, then most resources.
-    pub issue_groups: Vec<IssueGroup>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct IssueGroup {
-    pub issue: Issue,
-    /// The first resources with the finding (at most 100).
-    pub resource_groups: Vec<ResourceRef>,
-    /// How many resources have it.
-    pub resource_total: u64,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct Issue {
-    pub scanner: &'static str,
-    /// `High`, `Medium` or `Low`, as the policy in force when it was found set it.
-    pub severity: String,
-    /// The rule's title.
-    pub title: String,
-    /// What was found in the first resource listed.
-    pub message: String,
-    /// karpor's: the rule's id and how to fix it.
-    pub rule: String,
-    pub remediation: String,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ResourceRef {
-    pub cluster: String,
-    pub api_version: String,
-    pub kind: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
-    pub name: String,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ScoreData {
-    /// 0 to 100: the mean of each resource's `100·exp(−0.04·p − 0.06·s)` (p findings,
-    /// s the sum of their weights: Low 1, Medium 2, High 3); 100 with no resources.
-    pub score: f64,
-    pub resource_total: u64,
-    pub issues_total: u64,
-    pub severity_statistic: BTreeMap<String, u64>,
 }
 
 fn by_severity(counts: SeverityCounts) -> BTreeMap<String, u64> {
@@ -120,7 +61,7 @@ async fn scope(state: &AppState, at: &Locator) -> Result<Query, crate::envelope:
 pub(crate) async fn score(
     State(state): State<AppState>,
     QueryParams(at): QueryParams<Locator>,
-) -> ApiResult {
+) -> ApiResult<ScoreData> {
     let query = scope(&state, &at).await?;
     let totals = state.storage.audit_totals(&query).await?;
     Ok(Reply::ok(ScoreData {
@@ -137,7 +78,7 @@ pub(crate) async fn score(
 pub(crate) async fn audit(
     State(state): State<AppState>,
     QueryParams(at): QueryParams<Locator>,
-) -> ApiResult {
+) -> ApiResult<AuditData> {
     let query = scope(&state, &at).await?;
     let totals = state.storage.audit_totals(&query).await?;
     let mut groups = Vec::new();
@@ -166,7 +107,7 @@ pub(crate) async fn audit(
         };
         groups.push(IssueGroup {
             issue: Issue {
-                scanner: SCANNER,
+                scanner: SCANNER.to_owned(),
                 severity: finding.severity.as_str().to_owned(),
                 title: finding.title,
                 message: finding.message,
@@ -176,7 +117,7 @@ pub(crate) async fn audit(
             resource_groups: page
                 .items
                 .into_iter()
-                .map(|d| ResourceRef {
+                .map(|d| AuditedResource {
                     cluster: d.cluster,
                     api_version: d.api_version,
                     kind: d.kind,

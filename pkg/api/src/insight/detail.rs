@@ -5,19 +5,20 @@
 
 use axum::extract::{Query as QueryParams, State};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 
 use super::one;
 
-use crate::envelope::ApiError;
+use crate::envelope::{ApiError, Reply};
 use crate::live::object::ReadError;
 use crate::locator::Locator;
 use crate::openapi::Errors;
-use crate::params::Format;
+use crate::params::{yaml, Format};
 use crate::redact;
+use crate::types::{DetailedObject, Envelope, ObjectOrYaml, Provenance};
 use crate::AppState;
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -32,55 +33,46 @@ pub(super) struct DetailParams {
     pub live: bool,
 }
 
-/// Where an answered object came from.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct Provenance {
-    pub cluster: String,
-    /// `stored` (the syncer's copy) or `live` (read from the cluster for this answer).
-    pub source: &'static str,
-    /// When the copy was written, or the object read.
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub sync_at: OffsetDateTime,
-    pub deleted: bool,
-}
-
 #[utoipa::path(get, path = "/insight/detail", operation_id = "insightDetail", tag = "insight",
     params(Locator, DetailParams),
-    responses((status = 200, body = inline(Envelope<Object>),
+    responses((status = 200, body = inline(Envelope<ObjectOrYaml<DetailedObject>>),
         description = "the object (Secret values and managed fields `[redacted]`), with `karpor` beside its keys; with `format=yaml`, its YAML as a string"),
         Errors))]
 pub(crate) async fn detail(
     State(state): State<AppState>,
     QueryParams(at): QueryParams<Locator>,
     QueryParams(params): QueryParams<DetailParams>,
-) -> Result<Response, ApiError> {
-    let format = Format::parse(params.format.as_deref())?;
-    let (mut object, provenance) = if params.live {
+) -> Result<Reply<ObjectOrYaml<DetailedObject>>, Response> {
+    let format = Format::parse(params.format.as_deref()).map_err(IntoResponse::into_response)?;
+    let (object, provenance) = if params.live {
         match live(&state, &at).await {
             Ok(answer) => answer,
-            Err(refusal) => return Ok(refusal),
+            Err(refusal) => return Err(refusal),
         }
     } else {
-        let document = one(&state, &at).await?;
+        let document = one(&state, &at)
+            .await
+            .map_err(IntoResponse::into_response)?;
         let provenance = Provenance {
             cluster: document.cluster,
-            source: "stored",
+            source: "stored".to_owned(),
             sync_at: document.sync_at,
             deleted: document.deleted,
         };
         (redact::object(document.object), provenance)
     };
-    if format == Format::Object {
-        if let Some(map) = object.as_object_mut() {
-            map.insert(
-                "karpor".to_owned(),
-                serde_json::to_value(provenance).unwrap_or_default(),
-            );
+    let answer = match (format, object) {
+        (Format::Object, Value::Object(mut object)) => {
+            // `karpor` is karpor's key: an object's own of that name gives way.
+            object.remove("karpor");
+            ObjectOrYaml::Object(DetailedObject {
+                object,
+                karpor: provenance,
+            })
         }
-    }
-    Ok(format.reply(&object)?.into_response())
+        (_, object) => ObjectOrYaml::Yaml(yaml(&object).map_err(IntoResponse::into_response)?),
+    };
+    Ok(Reply::ok(answer))
 }
 
 /// The object from its cluster now, redacted as stored ones are.
@@ -121,7 +113,7 @@ async fn live(state: &AppState, at: &Locator) -> Result<(Value, Provenance), Res
         redact::object(object),
         Provenance {
             cluster: cluster.to_string(),
-            source: "live",
+            source: "live".to_owned(),
             sync_at: OffsetDateTime::now_utc(),
             deleted: false,
         },

@@ -10,13 +10,12 @@ use crate::access::{Permission, Routes};
 use axum::extract::State;
 use karpor_core::model::{Cluster, ResourceGroupRule};
 use karpor_storage::{ResourceDocument, Storage};
-use serde::Serialize;
-use utoipa::ToSchema;
 use utoipa_axum::routes;
 
-use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::locator::Locator;
 use crate::openapi::Errors;
+use crate::types::{Envelope, Stats};
 use crate::AppState;
 
 pub(crate) fn routes() -> Routes {
@@ -28,18 +27,10 @@ pub(crate) fn routes() -> Routes {
         .route(Permission::Read, routes!(audit::score))
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Stats {
-    pub cluster_count: usize,
-    pub resource_count: u64,
-    pub resource_group_rule_count: usize,
-}
-
 #[utoipa::path(get, path = "/insight/stats", operation_id = "insightStats", tag = "insight",
     responses((status = 200, body = inline(Envelope<Stats>)),
         Errors))]
-pub(crate) async fn stats(State(state): State<AppState>) -> ApiResult {
+pub(crate) async fn stats(State(state): State<AppState>) -> ApiResult<Stats> {
     let clusters = state.metastore.list_all::<Cluster>().await?.len();
     let rules = state.metastore.list_all::<ResourceGroupRule>().await?.len();
     let resources = state.storage.count(None).await?;

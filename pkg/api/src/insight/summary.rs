@@ -9,15 +9,16 @@ use axum::extract::{Query as QueryParams, State};
 use karpor_kube::quantity;
 use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
 use karpor_storage::ResourceDocument;
-use serde::Serialize;
 use serde_json::Value;
-use time::OffsetDateTime;
-use utoipa::ToSchema;
 
 use super::{every, one, registered};
-use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::locator::{Locator, Scope};
 use crate::openapi::Errors;
+use crate::types::{
+    ClusterDetail, Count, CustomSummary, Envelope, GvkSummary, NamespaceSummary, ResourceSummary,
+    SummarizedResource, SummaryAnswer,
+};
 use crate::AppState;
 
 /// Most buckets listed per count.
@@ -27,144 +28,6 @@ const TOP_TYPES: usize = 5;
 /// Most nodes and pods read for a cluster's capacity and requests.
 const MAX_OBJECTS: u64 = 200_000;
 
-/// A term and how many documents have it.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct Count {
-    pub key: String,
-    pub count: u64,
-}
-
-/// One of Karpor's answers, by the locator's scope.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(untagged)]
-pub(super) enum SummaryAnswer {
-    Cluster(ClusterDetail),
-    Resource(ResourceSummary),
-    Gvk(GvkSummary),
-    Namespace(NamespaceSummary),
-    Custom(CustomSummary),
-}
-
-/// A cluster (Karpor's `ClusterDetail`), from its stored Nodes and Pods. Usage is what
-/// pods request (karpor reads no live metrics: `metricsEnabled` is false).
-#[derive(Debug, Default, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ClusterDetail {
-    pub node_count: usize,
-    /// The API server's version at its last health check (empty when unknown here).
-    pub server_version: String,
-    pub ready_nodes: usize,
-    pub not_ready_nodes: usize,
-    /// Bytes the nodes can give to pods (allocatable).
-    pub memory_capacity: i64,
-    /// Bytes requested by running and pending pods.
-    pub memory_usage: f64,
-    /// Millicores the nodes can give to pods (allocatable).
-    pub cpu_capacity: i64,
-    /// Millicores requested by running and pending pods.
-    pub cpu_usage: f64,
-    pub pods_capacity: i64,
-    /// Pods neither succeeded nor failed.
-    pub pods_usage: i64,
-    /// Milliseconds of the last health check's call to the API server.
-    pub latency: i64,
-    pub metrics_enabled: bool,
-    pub cpu_metrics: Metrics,
-    pub memory_metrics: Metrics,
-    pub cluster: String,
-    pub resource_count: u64,
-    /// `apiVersion/kind` buckets, most first.
-    pub count_by_kind: Vec<Count>,
-    pub count_by_namespace: Vec<Count>,
-    /// The syncer's state of the cluster (`unknown` when it runs apart).
-    pub sync_state: String,
-}
-
-/// Karpor's metric history (karpor keeps none: always empty).
-#[derive(Debug, Default, Serialize, ToSchema)]
-pub(super) struct Metrics {
-    #[schema(value_type = Vec<Object>)]
-    pub points: Vec<Value>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ResourceSummary {
-    pub resource: ResourceRef,
-    #[serde(with = "time::serde::rfc3339::option")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub creation_timestamp: Option<OffsetDateTime>,
-    pub resource_version: String,
-    pub uid: String,
-    pub labels: BTreeMap<String, String>,
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub sync_at: OffsetDateTime,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ResourceRef {
-    pub cluster: String,
-    pub api_version: String,
-    pub kind: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
-    pub name: String,
-    /// For a Pod: `Running`, a waiting reason (`CrashLoopBackOff`), `Waiting`,
-    /// `Terminated` or `Unknown`, from its first container.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct GvkSummary {
-    pub cluster: String,
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    /// Stored objects of the type (in the namespace, when one is given).
-    pub count: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct NamespaceSummary {
-    pub cluster: String,
-    pub namespace: String,
-    /// The five commonest types, as `Kind.apiVersion`.
-    #[serde(rename = "countByGVK")]
-    pub count_by_gvk: BTreeMap<String, u64>,
-    pub resource_count: u64,
-    pub count_by_kind: Vec<Count>,
-}
-
-/// Any other scope: the locator's fields and the commonest types.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct CustomSummary {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
-    #[serde(rename = "countByGVK")]
-    pub count_by_gvk: BTreeMap<String, u64>,
-    pub resource_count: u64,
-}
-
 #[utoipa::path(get, path = "/insight/summary", operation_id = "insightSummary", tag = "insight", params(Locator),
     responses((status = 200, body = inline(Envelope<SummaryAnswer>),
         description = "by scope: a cluster, one resource, a type, a namespace, or any other locator"),
@@ -172,7 +35,7 @@ pub(super) struct CustomSummary {
 pub(crate) async fn summary(
     State(state): State<AppState>,
     QueryParams(at): QueryParams<Locator>,
-) -> ApiResult {
+) -> ApiResult<SummaryAnswer> {
     if let Some(cluster) = at.cluster() {
         registered(&state, cluster).await?;
     }
@@ -266,7 +129,7 @@ async fn count_by_gvk(state: &AppState, query: &Query) -> Result<BTreeMap<String
 fn resource(document: ResourceDocument) -> ResourceSummary {
     let status = (document.kind == "Pod").then(|| pod_status(&document.object));
     ResourceSummary {
-        resource: ResourceRef {
+        resource: SummarizedResource {
             cluster: document.cluster,
             api_version: document.api_version,
             kind: document.kind,

@@ -24,9 +24,9 @@ use karpor_core::names::{self, ApiVersion, ClusterName, KindName, Namespace, Obj
 use karpor_kube::Timeouts;
 use kube::api::{Api, ListParams};
 use kube::Client;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 use utoipa_axum::routes;
 
 use crate::auth::Principal;
@@ -34,6 +34,7 @@ use crate::envelope::{ApiError, Reply, Unenveloped};
 use crate::locator::{Locator, Scope};
 use crate::openapi::Errors;
 use crate::redact;
+use crate::types::StreamedEvent;
 use crate::AppState;
 use bounds::StreamSlot;
 
@@ -199,7 +200,7 @@ async fn list_events(
 pub(crate) async fn events(
     State(state): State<AppState>,
     QueryParams(at): QueryParams<Locator>,
-) -> Result<Reply, Response> {
+) -> Result<Reply<Vec<Value>>, Response> {
     let Some(cluster) = at.cluster.clone() else {
         return Err(
             ApiError::bad_request("events are of one cluster: give cluster").into_response(),
@@ -214,19 +215,6 @@ pub(crate) async fn events(
         .map(|e| redact::object(serde_json::to_value(e).unwrap_or_default()))
         .collect();
     Ok(Reply::ok(events))
-}
-
-/// Karpor's event of the stream.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct StreamedEvent {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub reason: String,
-    pub message: String,
-    pub count: i32,
-    pub last_timestamp: String,
-    pub first_timestamp: String,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -355,6 +343,13 @@ fn frame_of(events: &[Event], wanted: Option<&str>) -> Value {
 
 /// An in-band `Warning` event, as Karpor's stream reports an error.
 fn warning(message: &str) -> Value {
-    serde_json::json!([{"type": "Warning", "reason": "Error", "message": message,
-        "count": 1, "lastTimestamp": "", "firstTimestamp": ""}])
+    let warning = StreamedEvent {
+        kind: "Warning".to_owned(),
+        reason: "Error".to_owned(),
+        message: message.to_owned(),
+        count: 1,
+        last_timestamp: String::new(),
+        first_timestamp: String::new(),
+    };
+    serde_json::to_value([warning]).unwrap_or_default()
 }

@@ -10,7 +10,7 @@ use karpor_search::{Expr, Field, Op, Query, Value};
 use karpor_storage::{Storage, StorageError};
 use karpor_topology::OWNER_KIND;
 
-use super::{KindNode, ResourceGroup};
+use crate::types::{KindNode, TopologyResource};
 
 /// Most kinds in one graph.
 const MAX_KINDS: usize = 200;
@@ -83,7 +83,7 @@ pub(crate) async fn graph(
             nodes.insert(
                 id,
                 KindNode {
-                    resource_group: ResourceGroup {
+                    resource_group: TopologyResource {
                         cluster: cluster.to_owned(),
                         api_version: version.key.clone(),
                         kind: kind.key.clone(),

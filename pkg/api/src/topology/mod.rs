@@ -13,13 +13,14 @@ use std::collections::BTreeMap;
 use crate::access::{Permission, Routes};
 use axum::extract::{Query as QueryParams, State};
 use karpor_core::model::RelationRule;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 use utoipa_axum::routes;
 
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::locator::{Locator, Scope};
 use crate::openapi::Errors;
+use crate::types::{Envelope, TopologyAnswer};
 use crate::AppState;
 
 pub(crate) use resource::graph as resource_graph;
@@ -49,40 +50,6 @@ pub(crate) struct TopologyParams {
     pub force_new: Option<String>,
 }
 
-/// Karpor's `ResourceGroup` as topology answers it.
-#[derive(Debug, Clone, Default, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ResourceGroup {
-    pub cluster: String,
-    pub api_version: String,
-    pub kind: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub name: String,
-}
-
-/// One object of a resource's graph (Karpor's `ResourceTopology`).
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ResourceNode {
-    pub resource_group: ResourceGroup,
-    /// Node ids (`GROUP/VERSION.KIND:NAMESPACE.NAME`) of what owns, selects or names it.
-    pub parents: Vec<String>,
-    /// Node ids of what it owns, selects or names.
-    pub children: Vec<String>,
-}
-
-/// One kind of a namespace's or a cluster's graph (Karpor's `ClusterTopology`).
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct KindNode {
-    pub resource_group: ResourceGroup,
-    pub count: u64,
-    /// Other kinds' ids (`GROUP.VERSION.KIND`) and whether each is a `parent` or a `child`.
-    pub relationship: BTreeMap<String, String>,
-}
-
 /// The relation rules in force: the built-in ones, replaced or added to by stored ones.
 pub(crate) async fn rules_in_force(state: &AppState) -> Result<Vec<RelationRule>, ApiError> {
     let stored: Vec<RelationRule> = state
@@ -97,14 +64,14 @@ pub(crate) async fn rules_in_force(state: &AppState) -> Result<Vec<RelationRule>
 
 #[utoipa::path(get, path = "/insight/topology", operation_id = "insightTopology", tag = "insight",
     params(Locator, TopologyParams),
-    responses((status = 200, body = inline(Envelope<Object>),
+    responses((status = 200, body = inline(Envelope<TopologyAnswer>),
         description = "by cluster name: a resource's graph (`{nodeId: ResourceNode}`), or a namespace's or a cluster's graph of kinds (`{kindId: KindNode}`)"),
         Errors))]
 pub(crate) async fn topology(
     State(state): State<AppState>,
     QueryParams(at): QueryParams<Locator>,
     QueryParams(params): QueryParams<TopologyParams>,
-) -> ApiResult {
+) -> ApiResult<TopologyAnswer> {
     let Some(cluster) = at.cluster() else {
         return Err(ApiError::bad_request(
             "a topology is of one cluster: give cluster",
@@ -123,12 +90,17 @@ pub(crate) async fn topology(
                 .clamp(1, MAX_HOPS);
             let root = crate::insight::one(&state, &at).await?;
             let graph = resource_graph(state.storage.as_ref(), &rules, root, hops).await?;
-            Ok(Reply::ok(BTreeMap::from([(cluster, graph.nodes())])))
+            Ok(Reply::ok(TopologyAnswer::Resources(BTreeMap::from([(
+                cluster,
+                graph.nodes(),
+            )]))))
         }
         Scope::Cluster | Scope::Namespace => {
             let graph =
                 kinds::graph(state.storage.as_ref(), &rules, &cluster, at.namespace()).await?;
-            Ok(Reply::ok(BTreeMap::from([(cluster, graph)])))
+            Ok(Reply::ok(TopologyAnswer::Kinds(BTreeMap::from([(
+                cluster, graph,
+            )]))))
         }
         _ => Err(ApiError::bad_request(
             "a topology is of a resource (apiVersion, kind, name), a namespace or a cluster",

@@ -13,7 +13,7 @@ use karpor_topology::{
     owner_key, parse_reference_key, reference_key, selector_at, selector_key, selects,
 };
 
-use super::{ResourceGroup, ResourceNode};
+use crate::types::{ResourceNode, TopologyResource};
 
 /// Most objects in one graph: a Node's pods, a namespace's secrets... the rest is left out.
 const MAX_NODES: usize = 500;
@@ -66,7 +66,7 @@ impl Graph {
                 (
                     node_id(d),
                     ResourceNode {
-                        resource_group: ResourceGroup {
+                        resource_group: TopologyResource {
                             cluster: d.cluster.clone(),
                             api_version: d.api_version.clone(),
                             kind: d.kind.clone(),

@@ -7,16 +7,16 @@
 use crate::access::{Permission, Routes};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use karpor_core::model::{KindRef, Record, Relation, RelationRule, RuleLimits};
+use karpor_core::model::{Record, RelationRule, RuleLimits};
 use karpor_metastore::Stored;
-use serde::{Deserialize, Serialize};
-use time::OffsetDateTime;
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 use utoipa_axum::routes;
 
-use crate::body::Body;
-use crate::envelope::{ApiError, ApiResult, Envelope, Reply};
+use crate::body::NamedBody;
+use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::{Errors, NamePath};
+use crate::types::{Envelope, RelationRuleView};
 use crate::AppState;
 
 pub(crate) fn routes() -> Routes {
@@ -26,48 +26,6 @@ pub(crate) fn routes() -> Routes {
         .route(Permission::Write, routes!(create))
         .route(Permission::Write, routes!(replace))
         .route(Permission::Write, routes!(remove))
-}
-
-/// A rule as the API answers it.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct RuleView {
-    /// `{name, description, enabled, parent: {group, kind}, child: {group, kind},
-    /// childClusterScoped, relation: {type: ownerReference|selector|reference, ...}}`.
-    #[schema(value_type = Object)]
-    #[serde(flatten)]
-    pub rule: RelationRule,
-    /// Karpor knows it without being told (a stored rule of its name replaces it).
-    pub built_in: bool,
-    /// Stored through this API (then with its version and times).
-    pub stored: bool,
-    pub version: Option<i64>,
-    #[serde(with = "time::serde::rfc3339::option")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub updated_at: Option<OffsetDateTime>,
-}
-
-/// A rule's body: as the rule, with the name optional (the path's).
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(super) struct RuleBody {
-    pub name: Option<String>,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default = "enabled")]
-    pub enabled: bool,
-    #[schema(value_type = Object)]
-    pub parent: KindRef,
-    #[schema(value_type = Object)]
-    pub child: KindRef,
-    #[serde(default)]
-    pub child_cluster_scoped: bool,
-    #[schema(value_type = Object)]
-    pub relation: Relation,
-}
-
-fn enabled() -> bool {
-    true
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -83,8 +41,8 @@ fn is_built_in(name: &str) -> bool {
         .any(|r| r.name == name)
 }
 
-fn view(rule: RelationRule, stored: Option<&Stored<RelationRule>>) -> RuleView {
-    RuleView {
+fn view(rule: RelationRule, stored: Option<&Stored<RelationRule>>) -> RelationRuleView {
+    RelationRuleView {
         built_in: is_built_in(&rule.name),
         stored: stored.is_some(),
         version: stored.map(|s| s.version),
@@ -93,23 +51,8 @@ fn view(rule: RelationRule, stored: Option<&Stored<RelationRule>>) -> RuleView {
     }
 }
 
-fn record(name: String, body: RuleBody, limits: &RuleLimits) -> Result<RelationRule, ApiError> {
-    if let Some(named) = &body.name {
-        if *named != name {
-            return Err(ApiError::bad_request(format!(
-                "name {named:?} in the body is not the path's {name:?}"
-            )));
-        }
-    }
-    let rule = RelationRule {
-        name,
-        description: body.description,
-        enabled: body.enabled,
-        parent: body.parent,
-        child: body.child,
-        child_cluster_scoped: body.child_cluster_scoped,
-        relation: body.relation,
-    };
+/// The rule a body makes, named by its path (the body's name was checked against it).
+fn checked(rule: RelationRule, limits: &RuleLimits) -> Result<RelationRule, ApiError> {
     rule.validate().map_err(ApiError::bad_request)?;
     limits
         .check_relation_rule(&rule)
@@ -139,10 +82,10 @@ async fn within_count(state: &AppState, rule: &RelationRule) -> Result<(), ApiEr
 }
 
 #[utoipa::path(get, path = "/relation-rules", operation_id = "listRelationRules", tag = "topology",
-    responses((status = 200, body = inline(Envelope<Vec<RuleView>>)), Errors))]
-pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
+    responses((status = 200, body = inline(Envelope<Vec<RelationRuleView>>)), Errors))]
+pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Vec<RelationRuleView>> {
     let stored = state.metastore.list_all::<RelationRule>().await?;
-    let mut views: Vec<RuleView> = karpor_topology::builtin_rules()
+    let mut views: Vec<RelationRuleView> = karpor_topology::builtin_rules()
         .into_iter()
         .map(|b| match stored.iter().find(|s| s.record.name == b.name) {
             Some(s) => view(s.record.clone(), Some(s)),
@@ -158,8 +101,11 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult {
 }
 
 #[utoipa::path(get, path = "/relation-rule/{name}", operation_id = "getRelationRule", tag = "topology",
-    params(NamePath), responses((status = 200, body = inline(Envelope<RuleView>)), Errors))]
-pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    params(NamePath), responses((status = 200, body = inline(Envelope<RelationRuleView>)), Errors))]
+pub(crate) async fn read(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<RelationRuleView> {
     if let Some(stored) = state.metastore.get::<RelationRule>(&name).await? {
         return Ok(Reply::ok(view(stored.record.clone(), Some(&stored))));
     }
@@ -175,14 +121,14 @@ pub(crate) async fn read(State(state): State<AppState>, Path(name): Path<String>
 }
 
 #[utoipa::path(post, path = "/relation-rule/{name}", operation_id = "createRelationRule", tag = "topology",
-    params(NamePath), request_body = RuleBody,
-    responses((status = 201, body = inline(Envelope<RuleView>)), Errors))]
+    params(NamePath), request_body(content = RelationRule,
+        description = "the rule; `name` may be left out (the path's)"),
+    responses((status = 201, body = inline(Envelope<RelationRuleView>)), Errors))]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    Path(name): Path<String>,
-    Body(body): Body<RuleBody>,
-) -> ApiResult {
-    let rule = record(name, body, &state.rule_limits)?;
+    NamedBody(rule): NamedBody<RelationRule>,
+) -> ApiResult<RelationRuleView> {
+    let rule = checked(rule, &state.rule_limits)?;
     within_count(&state, &rule).await?;
     let stored = state.metastore.create(rule).await?;
     tracing::info!(rule = stored.record.name, "relation rule created");
@@ -190,17 +136,17 @@ pub(crate) async fn create(
 }
 
 #[utoipa::path(put, path = "/relation-rule/{name}", operation_id = "putRelationRule", tag = "topology",
-    params(NamePath, VersionParam), request_body = RuleBody,
-    responses((status = 200, body = inline(Envelope<RuleView>),
+    params(NamePath, VersionParam), request_body(content = RelationRule,
+        description = "the rule; `name` may be left out (the path's)"),
+    responses((status = 200, body = inline(Envelope<RelationRuleView>),
         description = "created or replaced (kubectl-apply style); `version` makes it a compare-and-swap"),
         Errors))]
 pub(crate) async fn replace(
     State(state): State<AppState>,
-    Path(name): Path<String>,
     Query(params): Query<VersionParam>,
-    Body(body): Body<RuleBody>,
-) -> ApiResult {
-    let rule = record(name, body, &state.rule_limits)?;
+    NamedBody(rule): NamedBody<RelationRule>,
+) -> ApiResult<RelationRuleView> {
+    let rule = checked(rule, &state.rule_limits)?;
     within_count(&state, &rule).await?;
     let current = state.metastore.get::<RelationRule>(&rule.name).await?;
     let stored = match (current, params.version) {
@@ -227,7 +173,10 @@ pub(crate) async fn replace(
 
 #[utoipa::path(delete, path = "/relation-rule/{name}", operation_id = "deleteRelationRule", tag = "topology",
     params(NamePath), responses((status = 200, body = inline(Envelope<String>)), Errors))]
-pub(crate) async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+pub(crate) async fn remove(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<&'static str> {
     let Some(current) = state.metastore.get::<RelationRule>(&name).await? else {
         return Err(ApiError::not_found(format!(
             "no stored relation rule {name:?}"
@@ -247,13 +196,14 @@ mod tests {
 
     #[test]
     fn a_path_over_the_limit_is_a_400_naming_it() {
-        let body: RuleBody = serde_json::from_value(serde_json::json!({
+        let rule: RelationRule = serde_json::from_value(serde_json::json!({
+            "name": "deep",
             "parent": {"kind": "Pod"},
             "child": {"kind": "Secret"},
             "relation": {"type": "selector", "path": vec!["a"; 17].join(".")},
         }))
         .unwrap();
-        let refused = record("deep".into(), body, &RuleLimits::default()).unwrap_err();
+        let refused = checked(rule, &RuleLimits::default()).unwrap_err();
         assert_eq!(refused.status, StatusCode::BAD_REQUEST);
         assert_eq!(
             refused.message,

@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 use super::{validate_name, Kind, LabelSelector, Record};
 
 /// Which clusters, which resources, and how to store them.
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SyncRule {
@@ -27,6 +28,7 @@ pub struct SyncRule {
 
 /// `"*"`, `{names: [..]}` or `{selector: "env=prod"}` (read as a [`LabelSelector`], so a
 /// selector that is not one is refused where the rule is read).
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ClusterSelector {
@@ -37,6 +39,7 @@ pub enum ClusterSelector {
 }
 
 /// A group/version/resource; `"*"` in any part matches every value.
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceSelector {
@@ -46,6 +49,7 @@ pub struct ResourceSelector {
     pub resource: String,
 }
 
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Transform {
@@ -56,6 +60,7 @@ pub struct Transform {
     pub trim: Vec<String>,
 }
 
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum TransformMode {
@@ -167,6 +172,7 @@ fn validate_object_selector(selector: &str) -> Result<(), String> {
 const MAX_SELECTOR: usize = 4096;
 
 /// How to group resources in the insight views: by these fields of a document.
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResourceGroupRule {

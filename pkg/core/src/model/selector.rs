@@ -155,6 +155,22 @@ fn is_label_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
+/// In the OpenAPI document, a selector is the text it is read from.
+#[cfg(feature = "schema")]
+impl utoipa::PartialSchema for LabelSelector {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some(
+                "Cluster label terms joined by commas, all of which must hold: `a=b`, `a==b`, `a!=b`, `a`, `!a`",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "schema")]
+impl utoipa::ToSchema for LabelSelector {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

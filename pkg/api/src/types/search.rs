@@ -1,0 +1,35 @@
+//! A search's page of objects.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchItem {
+    pub cluster: String,
+    /// The object as stored (or its custom columns).
+    #[schema(value_type = Object)]
+    pub object: Value,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub sync_at: OffsetDateTime,
+    pub deleted: bool,
+    /// The object's audit findings (`rule`, `severity`, `title`, `message`,
+    /// `remediation`); empty when clean.
+    #[schema(value_type = Vec<Object>)]
+    pub issues: Vec<karpor_audit::Finding>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchPage {
+    pub items: Vec<SearchItem>,
+    /// What was searched: the SQL (with the keyword's condition, as Karpor shows it), the
+    /// DSL text, or the keyword.
+    pub sql_query: String,
+    pub total: u64,
+    pub current_page: u64,
+    pub page_size: u64,
+}
