@@ -52,8 +52,9 @@ pub use cluster::writer::WriterSettings;
 pub use config::{SyncerConfig, MEMBER_ENV};
 pub use fleet::lease::default_member;
 pub use fleet::placement::preferred;
+pub use rules::built_in::{default_rules, DEFAULT_METADATA_RULE, DEFAULT_RULE};
 pub use rules::dry_run::{dry_run, DryRun, DryRunError, Selection};
-pub use rules::resolve::{default_rules, selects, DEFAULT_METADATA_RULE, DEFAULT_RULE};
+pub use rules::resolve::selects;
 pub use status::clusters::{
     AuditProgress, ClusterSnapshot, RuleInForce, Share, SyncState, SyncStatus,
 };
