@@ -378,4 +378,32 @@ mod tests {
         ]);
         assert_eq!(g.cycles(), vec![vec!["live::x", "live::y", "live::x"]]);
     }
+
+    #[test]
+    fn a_loop_between_folders_is_found_at_their_level() {
+        // The syncer's rooms: a module of one folder using one of another is an edge
+        // between the folders, so two rooms may not use each other either.
+        let g = graph(&[
+            ("", "mod cluster; mod fleet;"),
+            ("cluster", "mod fence; mod run;"),
+            ("cluster::fence", ""),
+            ("cluster::run", "use crate::fleet::lease::Lease;"),
+            ("fleet", "mod lease; mod supervisor;"),
+            ("fleet::lease", "use crate::cluster::fence::Fence;"),
+            ("fleet::supervisor", "use crate::cluster::run::ClusterRun;"),
+        ]);
+        assert_eq!(g.cycles(), vec![vec!["cluster", "fleet", "cluster"]]);
+    }
+
+    #[test]
+    fn folders_within_folders_are_checked_at_every_level() {
+        let g = graph(&[
+            ("", "mod a;"),
+            ("a", "mod b;"),
+            ("a::b", "mod x; mod y;"),
+            ("a::b::x", "use super::y::Y;"),
+            ("a::b::y", "fn f() { crate::a::b::x::g(); }"),
+        ]);
+        assert_eq!(g.cycles(), vec![vec!["a::b::x", "a::b::y", "a::b::x"]]);
+    }
 }

@@ -5,6 +5,14 @@
 //! writer per cluster, with backpressure, and sweeps away what its rules no longer
 //! select. Nothing holds a copy of a cluster's objects in memory. A rule can be tried
 //! against a cluster first ([`dry_run`]).
+//!
+//! Its rooms, each importing only those after it: `fleet` (the supervisor, this member's
+//! lease, the placement of clusters on members, the storage outage probe), `checks` (the
+//! `Syncer` and `Cluster/NAME` checks), `cluster` (one cluster's run: watchers, writer,
+//! owed lists, sweep, document counts, the lease's fence), `rules` (built-in rules,
+//! resolution through discovery, the dry run), `ingest` (trimming, the audit policy and
+//! relation rules, `pdb-missing`) and `status` (each cluster's and type's status,
+//! metrics, reason codes).
 
 mod checks;
 mod cluster;
@@ -44,8 +52,9 @@ pub use cluster::writer::WriterSettings;
 pub use config::{SyncerConfig, MEMBER_ENV};
 pub use fleet::lease::default_member;
 pub use fleet::placement::preferred;
+pub use rules::built_in::{default_rules, DEFAULT_METADATA_RULE, DEFAULT_RULE};
 pub use rules::dry_run::{dry_run, DryRun, DryRunError, Selection};
-pub use rules::resolve::{default_rules, selects, DEFAULT_METADATA_RULE, DEFAULT_RULE};
+pub use rules::resolve::selects;
 pub use status::clusters::{
     AuditProgress, ClusterSnapshot, RuleInForce, Share, SyncState, SyncStatus,
 };

@@ -121,7 +121,7 @@ mod tests {
 
     use super::*;
     use crate::ingest::transform::Trimmer;
-    use crate::rules::resolve::default_rules;
+    use crate::rules::built_in::default_rules;
 
     fn document(
         cluster: &str,
