@@ -84,7 +84,7 @@ impl SyncerConfig {
             }
         }
         self.limits.validate()?;
-        let built_in = crate::rules::default_rules().len();
+        let built_in = crate::rules::built_in::default_rules().len();
         if self.limits.rules_per_cluster < built_in {
             return fail(
                 "limits.rules_per_cluster",
@@ -99,7 +99,7 @@ impl SyncerConfig {
         self.member
             .clone()
             .or_else(|| std::env::var(MEMBER_ENV).ok().filter(|m| !m.is_empty()))
-            .unwrap_or_else(crate::membership::default_member)
+            .unwrap_or_else(crate::fleet::lease::default_member)
     }
 
     /// The syncer's settings: this section over the built-in timings.

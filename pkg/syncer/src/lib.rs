@@ -22,9 +22,6 @@ mod ingest;
 mod rules;
 mod status;
 
-// config.rs names these by their paths before the rooms.
-use fleet::lease as membership;
-
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -6,6 +6,3 @@ pub(crate) mod built_in;
 pub(crate) mod discovery;
 pub(crate) mod dry_run;
 pub(crate) mod resolve;
-
-// config.rs names it by its path before the rooms.
-pub(crate) use built_in::default_rules;
