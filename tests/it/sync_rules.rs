@@ -1,10 +1,9 @@
 //! Sync rules through a real `karpor serve` and real member clusters (their REST CRUD,
-//! roles, versions and errors are tested in-process, `pkg/api/tests`): a custom
-//! resource searchable with the built-in rules;
-//! `karpor rule apply -f` round trips and its dry run counts what the cluster has; a rule
-//! narrowed to a custom resource leaves storage with nothing else; a type the credentials
-//! may not list is that type's error (REST, `cluster list -o wide`, metrics) while the
-//! rest syncs.
+//! roles, versions and errors are tested in-process, `pkg/api/tests`): a custom resource
+//! searchable with the built-in rules; `karpor rule apply -f` round trips and its dry run
+//! counts what the cluster has; a rule narrowed to a custom resource leaves storage with
+//! nothing else; a type the credentials may not list is that type's error (REST,
+//! `cluster list -o wide`, metrics) while the rest syncs.
 
 use std::time::Duration;
 
