@@ -228,6 +228,42 @@ mod tests {
     }
 
     #[test]
+    fn schemas_come_from_the_types_each_under_its_own_name() {
+        let document = document();
+        let schemas = document["components"]["schemas"].as_object().unwrap();
+        for name in [
+            "SyncRule",
+            "ClusterSelector",
+            "RelationRule",
+            "AuditedResource",
+            "SummarizedResource",
+            "TopologyResource",
+            "ResourceGroupRuleBody",
+        ] {
+            assert!(schemas.contains_key(name), "{name}: {:?}", schemas.keys());
+        }
+        for gone in ["ResourceRef", "RuleView", "RuleBody", "SyncRuleBody"] {
+            assert!(!schemas.contains_key(gone), "{gone}");
+        }
+        let text = document.to_string();
+        assert!(!text.contains("Doc\""), "a doc-only schema is left: {text}");
+    }
+
+    #[test]
+    fn answers_read_back_as_they_were_written() {
+        let written = serde_json::json!({
+            "name": "wide", "description": "", "clusters": {"names": ["a"]},
+            "resources": [{"group": "", "version": "v1", "resource": "pods"}],
+            "namespaces": [], "labelSelector": null, "fieldSelector": "x=y",
+            "transform": {"mode": "metadataOnly", "trim": []}, "keepAfterDelete": false,
+            "builtIn": false, "inForce": true, "version": 3,
+            "createdAt": "2026-11-30T00:39:12.39Z", "updatedAt": null,
+        });
+        let view: crate::types::SyncRuleView = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&view).unwrap(), written);
+    }
+
+    #[test]
     fn the_name_parameter_follows_the_record_name_rule() {
         let document = document();
         let parameters = document["paths"]["/rest-api/v1/cluster/{name}"]["get"]["parameters"]
