@@ -250,6 +250,36 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_is_documented_as_the_envelope_itself() {
+        let document = document();
+        let failure = &document["paths"]["/rest-api/v1/clusters"]["get"]["responses"]["400"];
+        let reference = failure["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap();
+        let name = reference.rsplit('/').next().unwrap();
+        let schema = &document["components"]["schemas"][name];
+        for key in [
+            "success",
+            "message",
+            "data",
+            "traceID",
+            "startTime",
+            "costTime",
+        ] {
+            assert!(schema["properties"][key].is_object(), "{key}: {schema}");
+        }
+        // Every reference resolves (`data`'s to the any-value schema).
+        let text = document.to_string();
+        for reference in text.split("\"#/components/schemas/").skip(1) {
+            let name = &reference[..reference.find('"').unwrap()];
+            assert!(
+                document["components"]["schemas"][name].is_object(),
+                "{name} is referenced, not defined"
+            );
+        }
+    }
+
+    #[test]
     fn answers_read_back_as_they_were_written() {
         let written = serde_json::json!({
             "name": "wide", "description": "", "clusters": {"names": ["a"]},
