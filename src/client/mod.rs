@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use karpor_api::local_token;
+use karpor_api::types::Envelope;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -101,9 +102,9 @@ impl Api {
             .map_err(|e| Failed(EXIT_UNREACHABLE, format!("cannot reach {}: {e}", self.base)))?;
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
-        let envelope: Value = match serde_json::from_str(&text) {
-            Ok(envelope) => envelope,
-            Err(_) if text.trim().is_empty() => Value::Null,
+        let envelope: Option<Envelope<Value>> = match serde_json::from_str(&text) {
+            Ok(envelope) => Some(envelope),
+            Err(_) if text.trim().is_empty() => None,
             Err(_) => {
                 return Err(refused(format!(
                     "{status}: the answer is not karpor's JSON: {}",
@@ -112,13 +113,13 @@ impl Api {
             }
         };
         if status.is_success() {
-            return Ok(Ok(envelope["data"].clone()));
+            let data = envelope.and_then(|e| e.data);
+            return Ok(Ok(data.unwrap_or(Value::Null)));
         }
-        let message = envelope["message"]
-            .as_str()
+        let message = envelope
+            .map(|e| e.message)
             .filter(|m| !m.is_empty())
-            .unwrap_or(status.canonical_reason().unwrap_or("no message"))
-            .to_owned();
+            .unwrap_or_else(|| status.canonical_reason().unwrap_or("no message").to_owned());
         Ok(Err(Refusal { status, message }))
     }
 

@@ -106,9 +106,11 @@ fn handlers() -> access::Routes {
 fn nested<S: Clone + Send + Sync + 'static>(
     api: OpenApiRouter<S>,
 ) -> (Router<S>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+    let (router, mut document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .nest(PREFIX, api)
-        .split_for_parts()
+        .split_for_parts();
+    openapi::names_from_paths(&mut document);
+    (router, document)
 }
 
 /// The OpenAPI document, as `/openapi.json` serves it.
@@ -225,6 +227,80 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), all);
+    }
+
+    #[test]
+    fn schemas_come_from_the_types_each_under_its_own_name() {
+        let document = document();
+        let schemas = document["components"]["schemas"].as_object().unwrap();
+        for name in [
+            "SyncRule",
+            "ClusterSelector",
+            "RelationRule",
+            "AuditedResource",
+            "SummarizedResource",
+            "TopologyResource",
+            "ResourceGroupRuleBody",
+        ] {
+            assert!(schemas.contains_key(name), "{name}: {:?}", schemas.keys());
+        }
+        for gone in ["ResourceRef", "RuleView", "RuleBody", "SyncRuleBody"] {
+            assert!(!schemas.contains_key(gone), "{gone}");
+        }
+        // A rule's body may leave its name to the path.
+        for body in ["SyncRule", "RelationRule"] {
+            let required = schemas[body]["required"].as_array().unwrap();
+            assert!(
+                !required.iter().any(|r| r == "name"),
+                "{body}: {required:?}"
+            );
+        }
+        let text = document.to_string();
+        assert!(!text.contains("Doc\""), "a doc-only schema is left: {text}");
+    }
+
+    #[test]
+    fn a_failure_is_documented_as_the_envelope_itself() {
+        let document = document();
+        let failure = &document["paths"]["/rest-api/v1/clusters"]["get"]["responses"]["400"];
+        let reference = failure["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap();
+        let name = reference.rsplit('/').next().unwrap();
+        let schema = &document["components"]["schemas"][name];
+        for key in [
+            "success",
+            "message",
+            "data",
+            "traceID",
+            "startTime",
+            "costTime",
+        ] {
+            assert!(schema["properties"][key].is_object(), "{key}: {schema}");
+        }
+        // Every reference resolves (`data`'s to the any-value schema).
+        let text = document.to_string();
+        for reference in text.split("\"#/components/schemas/").skip(1) {
+            let name = &reference[..reference.find('"').unwrap()];
+            assert!(
+                document["components"]["schemas"][name].is_object(),
+                "{name} is referenced, not defined"
+            );
+        }
+    }
+
+    #[test]
+    fn answers_read_back_as_they_were_written() {
+        let written = serde_json::json!({
+            "name": "wide", "description": "", "clusters": {"names": ["a"]},
+            "resources": [{"group": "", "version": "v1", "resource": "pods"}],
+            "namespaces": [], "labelSelector": null, "fieldSelector": "x=y",
+            "transform": {"mode": "metadataOnly", "trim": []}, "keepAfterDelete": false,
+            "builtIn": false, "inForce": true, "version": 3,
+            "createdAt": "2026-11-30T00:39:12.39Z", "updatedAt": null,
+        });
+        let view: crate::types::SyncRuleView = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&view).unwrap(), written);
     }
 
     #[test]

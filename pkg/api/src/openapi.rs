@@ -4,9 +4,11 @@
 
 use axum::routing::get;
 use axum::{Json, Router};
+use karpor_core::model::{RelationRule, SyncRule};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{RefOr, Schema};
 use utoipa::{IntoParams, IntoResponses, Modify, OpenApi, ToSchema};
 
 /// A failure's body: the envelope with `success: false` and `data: null`.
@@ -94,6 +96,21 @@ pub(crate) struct NamePath {
     security(("bearer" = [])),
 )]
 pub(crate) struct ApiDoc;
+
+/// Sync and relation rules are their own bodies on routes named by their path
+/// (`/sync-rule/{name}`, `/relation-rule/{name}`): there the body's `name` is optional,
+/// the path's filling it in. Their schemas serve only as those bodies (the views document
+/// the rule as an object), so `name` is made optional in them.
+pub(crate) fn names_from_paths(document: &mut utoipa::openapi::OpenApi) {
+    let Some(components) = document.components.as_mut() else {
+        return;
+    };
+    for record in [SyncRule::name(), RelationRule::name()] {
+        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(&*record) {
+            object.required.retain(|field| field != "name");
+        }
+    }
+}
 
 /// Where the document is served.
 pub(crate) const PATH: &str = "/openapi.json";

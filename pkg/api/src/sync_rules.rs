@@ -10,6 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Extension;
 use karpor_core::model::{Cluster, OverLimit, Record, RuleLimits, SyncRule};
+use karpor_core::names::{self, ClusterName};
 use karpor_metastore::Stored;
 use karpor_syncer::{DryRun, DryRunError, Selection};
 use serde::Deserialize;
@@ -224,9 +225,11 @@ pub(crate) async fn remove(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct DryRunParams {
-    /// One cluster (whether the rule selects it or not); without it, every registered
-    /// cluster the rule selects.
-    pub cluster: Option<String>,
+    /// One cluster (whether the rule selects it or not); without it (or empty), every
+    /// registered cluster the rule selects.
+    #[serde(default, deserialize_with = "names::optional")]
+    #[param(value_type = Option<String>, pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    pub cluster: Option<ClusterName>,
 }
 
 fn selection_view(s: Selection) -> SelectionView {
@@ -285,7 +288,7 @@ pub(crate) async fn dry_run(
         Some(cluster) => vec![
             state
                 .metastore
-                .get::<Cluster>(cluster)
+                .get::<Cluster>(cluster.as_str())
                 .await?
                 .ok_or_else(|| ApiError::not_found(format!("cluster {cluster:?} not found")))?
                 .record,

@@ -11,7 +11,10 @@ use utoipa::ToSchema;
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SyncRuleView {
+    /// The rule's fields (`SyncRule`). Documented as an object: the record's schema
+    /// refuses other keys, which a view adds.
     #[serde(flatten)]
+    #[schema(value_type = Object)]
     pub rule: SyncRule,
     /// Built into karpor: in force while no rule is stored; store one of the same name
     /// to change it.

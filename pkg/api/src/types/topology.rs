@@ -55,7 +55,10 @@ pub struct KindNode {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RelationRuleView {
+    /// The rule's fields (`RelationRule`). Documented as an object: the record's schema
+    /// refuses other keys, which a view adds.
     #[serde(flatten)]
+    #[schema(value_type = Object)]
     pub rule: RelationRule,
     /// Karpor knows it without being told (a stored rule of its name replaces it).
     pub built_in: bool,
