@@ -39,9 +39,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for NamedBody<T> {
         let mut fields = object(Request::from_parts(parts, body), state).await?;
         match fields.get("name") {
             None => {
-                fields.insert("name".to_owned(), Value::String(name));
+                fields.insert("name".to_owned(), Value::String(name.into()));
             }
-            Some(Value::String(named)) if *named != name => {
+            Some(Value::String(named)) if **named != *name => {
                 let message = format!("name: {named:?} in the body is not the path's {name:?}");
                 return Err(ApiError::bad_request(message).into_response());
             }

@@ -5,6 +5,7 @@
 use axum::routing::get;
 use axum::{Json, Router};
 use karpor_core::model::{RelationRule, SyncRule};
+use karpor_core::names::RecordName;
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
@@ -82,8 +83,8 @@ impl Modify for Bearer {
 #[into_params(parameter_in = Path)]
 pub(crate) struct NamePath {
     /// The cluster's or rule's name.
-    #[param(pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
-    pub name: String,
+    #[param(value_type = String, pattern = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    pub name: RecordName,
 }
 
 /// The document's frame: info, security and shared schemas. The paths come from the

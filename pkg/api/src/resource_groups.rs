@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use crate::access::{Permission, Routes};
 use axum::extract::{Path, State};
-use karpor_core::model::{validate_name, ResourceGroupRule};
+use karpor_core::model::ResourceGroupRule;
+use karpor_core::names::{InvalidName, RecordName};
 use karpor_metastore::Stored;
 use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
 use utoipa_axum::routes;
@@ -89,16 +90,15 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Vec<Resourc
         Errors))]
 pub(crate) async fn read(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
 ) -> ApiResult<ResourceGroupRuleView> {
     Ok(Reply::ok(view(find(&state, &name).await?)))
 }
 
 /// The record a body makes, its name being `name` (the body may repeat it, not change it).
-fn record(name: String, body: ResourceGroupRuleBody) -> Result<ResourceGroupRule, ApiError> {
-    validate_name(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
+fn record(name: RecordName, body: ResourceGroupRuleBody) -> Result<ResourceGroupRule, ApiError> {
     if let Some(named) = &body.name {
-        if *named != name {
+        if **named != *name {
             return Err(ApiError::bad_request(format!(
                 "name {named:?} in the body is not the path's {name:?}"
             )));
@@ -115,18 +115,22 @@ fn record(name: String, body: ResourceGroupRuleBody) -> Result<ResourceGroupRule
         }
     }
     Ok(ResourceGroupRule {
-        name,
+        name: name.into(),
         description: body.description,
         fields: body.fields,
     })
 }
 
 /// The name of a body sent to Karpor's routes.
-fn body_name(body: &ResourceGroupRuleBody) -> Result<String, ApiError> {
-    body.name
-        .clone()
+/// Karpor's form names the rule in the body: parsed as a path's name would be.
+fn body_name(body: &ResourceGroupRuleBody) -> Result<RecordName, ApiError> {
+    let name = body
+        .name
+        .as_deref()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| ApiError::bad_request("name is required"))
+        .ok_or_else(|| ApiError::bad_request("name is required"))?;
+    name.parse()
+        .map_err(|e: InvalidName| ApiError::bad_request(e.to_string()))
 }
 
 #[utoipa::path(post, path = "/resource-group-rule/{name}", operation_id = "createResourceGroupRule", tag = "resource groups",
@@ -143,7 +147,7 @@ fn body_name(body: &ResourceGroupRuleBody) -> Result<String, ApiError> {
         Errors))]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
     Body(body): Body<ResourceGroupRuleBody>,
 ) -> ApiResult<ResourceGroupRuleView> {
     let stored = state.metastore.create(record(name, body)?).await?;
@@ -170,7 +174,7 @@ pub(crate) async fn create_named_in_body(
         Errors))]
 pub(crate) async fn update(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
     Body(body): Body<ResourceGroupRuleBody>,
 ) -> ApiResult<ResourceGroupRuleView> {
     replace(&state, name, body).await
@@ -190,7 +194,7 @@ pub(crate) async fn update_named_in_body(
 
 async fn replace(
     state: &AppState,
-    name: String,
+    name: RecordName,
     body: ResourceGroupRuleBody,
 ) -> ApiResult<ResourceGroupRuleView> {
     let current = find(state, &name).await?;
@@ -207,7 +211,7 @@ async fn replace(
         Errors))]
 pub(crate) async fn remove(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
 ) -> ApiResult<&'static str> {
     let current = find(&state, &name).await?;
     state
@@ -223,7 +227,7 @@ pub(crate) async fn remove(
         Errors))]
 pub(crate) async fn groups(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
 ) -> ApiResult<GroupList> {
     let rule = find(&state, &name).await?.record;
     let mut fields = Vec::new();

@@ -140,7 +140,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<SyncRuleLis
         Errors))]
 pub(crate) async fn read(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
 ) -> ApiResult<SyncRuleView> {
     if let Some(stored) = state.metastore.get::<SyncRule>(&name).await? {
         return Ok(Reply::ok(stored_view(stored)));
@@ -187,7 +187,7 @@ pub(crate) async fn create(
 pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
     Query(params): Query<VersionParam>,
     NamedBody(rule): NamedBody<SyncRule>,
 ) -> ApiResult<SyncRuleView> {
@@ -210,7 +210,7 @@ pub(crate) async fn update(
 pub(crate) async fn remove(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
     Query(params): Query<VersionParam>,
 ) -> ApiResult<&'static str> {
     let current = find(&state, &name).await?;
@@ -255,7 +255,7 @@ fn selection_view(s: Selection) -> SelectionView {
         Errors))]
 pub(crate) async fn dry_run(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
     Query(params): Query<DryRunParams>,
     body: Option<NamedBody<SyncRule>>,
 ) -> ApiResult<DryRunView> {
@@ -268,7 +268,7 @@ pub(crate) async fn dry_run(
         .collect();
     let rule = match body {
         Some(NamedBody(rule)) => checked(rule, &state.rule_limits)?,
-        None => match stored.iter().find(|r| r.name == name) {
+        None => match stored.iter().find(|r| r.name == *name) {
             Some(rule) => rule.clone(),
             None => built_in(&name).ok_or_else(|| not_found(&name))?,
         },

@@ -11,7 +11,8 @@
 //!   letters and digits.
 //! - [`ApiVersion`]: `version` (the core group) or `group/version`; the group a DNS-1123
 //!   subdomain, the version a DNS-1123 label.
-//! - Cluster names are records' names ([`crate::model::validate_name`]).
+//! - [`RecordName`] and [`ClusterName`]: the names of the records users write (clusters,
+//!   rules), DNS-1123 labels ([`crate::model::validate_name`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -114,6 +115,22 @@ macro_rules! name_type {
             }
         }
 
+        /// A parsed name is read as its text wherever text is read; it is made only by
+        /// parsing.
+        impl std::ops::Deref for $name {
+            type Target = str;
+
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(name: $name) -> String {
+                name.0
+            }
+        }
+
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
                 let text = String::deserialize(deserializer)?;
@@ -127,6 +144,14 @@ name_type!(
     /// A cluster's registered name (a record name: a DNS-1123 label).
     ClusterName,
     "cluster",
+    |text| validate_name(text).err().map(|e| e.why)
+);
+
+name_type!(
+    /// A record's name in a path (a cluster, a sync, resource group or relation rule):
+    /// a DNS-1123 label.
+    RecordName,
+    "name",
     |text| validate_name(text).err().map(|e| e.why)
 );
 

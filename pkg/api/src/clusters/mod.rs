@@ -11,9 +11,7 @@ use crate::access::{Permission, Routes};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Extension;
-use karpor_core::model::{
-    validate_name, Cluster, Kubeconfig as StoredKubeconfig, MAX_KUBECONFIG_BYTES,
-};
+use karpor_core::model::{Cluster, Kubeconfig as StoredKubeconfig, MAX_KUBECONFIG_BYTES};
 use karpor_kube::kubeconfig;
 use karpor_metastore::Stored;
 use karpor_syncer::SyncState;
@@ -190,7 +188,7 @@ async fn summary(state: &AppState, clusters: &[Stored<Cluster>]) -> ClusterListA
 pub(crate) async fn read(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
     Query(format): Query<FormatParam>,
 ) -> ApiResult<ObjectOrYaml<ClusterView>> {
     let cluster = find(&state, &name).await?;
@@ -212,16 +210,15 @@ pub(crate) async fn read(
 pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
     Query(param): Query<ContextParam>,
     Body(body): Body<ClusterBody>,
 ) -> ApiResult<ClusterView> {
-    validate_name(&name).map_err(|e| ApiError::bad_request(e.to_string()))?;
     if body.kube_config.is_none() {
         return Err(ApiError::bad_request("kubeConfig is required"));
     }
     let mut record = Cluster {
-        name,
+        name: name.into(),
         display_name: String::new(),
         description: String::new(),
         labels: BTreeMap::new(),
@@ -241,7 +238,7 @@ pub(crate) async fn create(
 pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
     Query(param): Query<ContextParam>,
     Body(body): Body<ClusterBody>,
 ) -> ApiResult<ClusterView> {
@@ -260,7 +257,7 @@ pub(crate) async fn update(
 pub(crate) async fn remove(
     State(state): State<AppState>,
     Extension(by): Extension<Principal>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
 ) -> ApiResult<&'static str> {
     let current = find(&state, &name).await?;
     state

@@ -104,14 +104,14 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Vec<Relatio
     params(NamePath), responses((status = 200, body = inline(Envelope<RelationRuleView>)), Errors))]
 pub(crate) async fn read(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
 ) -> ApiResult<RelationRuleView> {
     if let Some(stored) = state.metastore.get::<RelationRule>(&name).await? {
         return Ok(Reply::ok(view(stored.record.clone(), Some(&stored))));
     }
     match karpor_topology::builtin_rules()
         .into_iter()
-        .find(|r| r.name == name)
+        .find(|r| r.name == *name)
     {
         Some(rule) => Ok(Reply::ok(view(rule, None))),
         None => Err(ApiError::not_found(format!(
@@ -172,10 +172,11 @@ pub(crate) async fn replace(
 }
 
 #[utoipa::path(delete, path = "/relation-rule/{name}", operation_id = "deleteRelationRule", tag = "topology",
-    params(NamePath), responses((status = 200, body = inline(Envelope<String>)), Errors))]
+    params(NamePath, VersionParam), responses((status = 200, body = inline(Envelope<String>)), Errors))]
 pub(crate) async fn remove(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    Path(NamePath { name }): Path<NamePath>,
+    Query(params): Query<VersionParam>,
 ) -> ApiResult<&'static str> {
     let Some(current) = state.metastore.get::<RelationRule>(&name).await? else {
         return Err(ApiError::not_found(format!(
@@ -184,9 +185,9 @@ pub(crate) async fn remove(
     };
     state
         .metastore
-        .delete::<RelationRule>(&name, Some(current.version))
+        .delete::<RelationRule>(&name, Some(params.version.unwrap_or(current.version)))
         .await?;
-    tracing::info!(rule = name, "relation rule deleted");
+    tracing::info!(rule = %name, "relation rule deleted");
     Ok(Reply::ok("RelationRule deleted"))
 }
 

@@ -187,7 +187,7 @@ async fn broken_input_is_a_400_that_names_the_problem() {
         (
             "Bad_Name",
             cluster_body(THREE_CONTEXTS),
-            "not a DNS-1123 label",
+            "is not valid: only lowercase letters, digits and '-' are allowed",
         ),
         (
             "x",
@@ -479,4 +479,27 @@ async fn karpors_register_flow_and_cluster_shapes() {
     assert_eq!(updated["data"]["spec"]["displayName"], "Prod");
     api.assert_no_secret_answered();
     logs::assert_no_secret_logged();
+}
+
+/// A record's name in a path is parsed before anything reads it: a name that cannot be
+/// one is a 400 on every route that takes one, never a lookup that finds nothing.
+#[tokio::test]
+async fn a_name_that_cannot_be_a_records_is_a_400_on_every_route() {
+    let api = Setup::default().start().await;
+    let admin = api.admin();
+    for (method, path) in [
+        ("GET", "/rest-api/v1/cluster/UPPER"),
+        ("DELETE", "/rest-api/v1/cluster/UPPER"),
+        ("GET", "/rest-api/v1/sync-rule/a_b"),
+        ("DELETE", "/rest-api/v1/relation-rule/-x"),
+        ("GET", "/rest-api/v1/resource-group-rule/UPPER"),
+    ] {
+        let (code, answer) = admin.call(method, path, None).await;
+        assert_eq!(code, 400, "{method} {path}: {answer}");
+        let message = answer["message"].as_str().unwrap();
+        assert!(
+            message.contains("is not valid"),
+            "{method} {path}: {message}"
+        );
+    }
 }

@@ -166,7 +166,7 @@ async fn relation_rules_are_listed_replaced_and_added_by_name() {
         (&json!(false), &json!(true))
     );
 
-    // PUT is a compare-and-swap with a version (DELETE takes none).
+    // PUT and DELETE are compare-and-swaps with a version.
     let stale = format!(
         "/rest-api/v1/relation-rule/widget-config?version={}",
         version + 100
@@ -176,6 +176,8 @@ async fn relation_rules_are_listed_replaced_and_added_by_name() {
     let current = format!("/rest-api/v1/relation-rule/widget-config?version={version}");
     let (code, answer) = admin.call("PUT", &current, Some(widget)).await;
     assert_eq!(code, 200, "{answer}");
+    let (code, answer) = admin.call("DELETE", &stale, None).await;
+    assert_eq!(code, 409, "a stale version deletes nothing: {answer}");
     let (code, _) = admin
         .call("DELETE", "/rest-api/v1/relation-rule/widget-config", None)
         .await;
