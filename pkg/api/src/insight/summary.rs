@@ -16,8 +16,8 @@ use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::locator::{Locator, Scope};
 use crate::openapi::Errors;
 use crate::types::{
-    ClusterDetail, Count, CustomSummary, Envelope, GvkSummary, NamespaceSummary, ResourceSummary,
-    SummarizedResource, SummaryAnswer,
+    ClusterDetail, Count, CustomSummary, Envelope, GvkSummary, NamespaceSummary, ResourceGroup,
+    ResourceSummary, SummarizedResource, SummaryAnswer,
 };
 use crate::AppState;
 
@@ -72,13 +72,15 @@ pub(crate) async fn summary(
         Scope::Custom => {
             let query = at.query(false);
             SummaryAnswer::Custom(CustomSummary {
-                cluster: at.cluster().map(str::to_owned),
-                api_version: at.api_version().map(str::to_owned),
-                kind: at.kind().map(str::to_owned),
-                namespace: at.namespace().map(str::to_owned),
-                name: at.name().map(str::to_owned),
-                labels: at.labels(),
-                annotations: at.annotations(),
+                scope: ResourceGroup {
+                    cluster: at.cluster().map(str::to_owned),
+                    api_version: at.api_version().map(str::to_owned),
+                    kind: at.kind().map(str::to_owned),
+                    namespace: at.namespace().map(str::to_owned),
+                    name: at.name().map(str::to_owned),
+                    labels: at.labels(),
+                    annotations: at.annotations(),
+                },
                 count_by_gvk: count_by_gvk(&state, &query).await?,
                 resource_count: state.storage.search(&query, 0, 0).await?.total,
             })

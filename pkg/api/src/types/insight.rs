@@ -8,6 +8,8 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
+use super::resource_groups::ResourceGroup;
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
@@ -136,24 +138,12 @@ pub struct NamespaceSummary {
     pub count_by_kind: Vec<Count>,
 }
 
-/// Any other scope: the locator's fields and the commonest types.
+/// Any other scope: the locator's fields (Karpor's resource group) and the commonest types.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CustomSummary {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
+    #[serde(flatten)]
+    pub scope: ResourceGroup,
     #[serde(rename = "countByGVK")]
     pub count_by_gvk: BTreeMap<String, u64>,
     pub resource_count: u64,

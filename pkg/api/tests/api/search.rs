@@ -491,6 +491,9 @@ async fn karpors_page_reads_search_insight_and_groups_unchanged() {
     );
     let custom = data(&admin, &format!("{summary}kind=ConfigMap")).await;
     assert_eq!(custom["countByGVK"], json!({"ConfigMap.v1": 2}), "{custom}");
+    // The locator's fields beside the counts, those not given left out (Karpor's shape).
+    assert_eq!(custom["kind"], json!("ConfigMap"), "{custom}");
+    assert!(custom.get("cluster").is_none(), "{custom}");
     let resource = data(
         &admin,
         &format!("{summary}cluster=prod&apiVersion=v1&kind=Pod&namespace=shop&name=web-1"),
