@@ -19,6 +19,7 @@ use karpor_server::{AllowedHosts, ConnectionLimits, HttpMetrics, RouterParts, Tl
 use karpor_storage::{Storage, StorageCheck};
 use karpor_syncer::{OwnersCheck, Syncer, SyncerParts};
 use prometheus_client::registry::Registry;
+use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ShutdownConfig};
@@ -141,15 +142,20 @@ impl Application {
         })
     }
 
-    /// Serves until `signal` resolves, then: readiness fails at once, the listener stays
-    /// open for the drain delay, closes with a grace period for in-flight requests, and
-    /// only then do the workers stop.
+    /// Serves on `serving` until `signal` resolves, then: readiness fails at once, the
+    /// listener stays open for the drain delay, closes with a grace period for in-flight
+    /// requests, and only then do the workers stop.
+    ///
+    /// Requests are served on a runtime of their own, so a flood of them cannot starve
+    /// the syncer, the stores' clients or the health checks (which run where the checker
+    /// was made), and `/readyz` stays truthful under load.
     pub(crate) async fn run_until_stopped(
         self,
+        serving_runtime: &Handle,
         signal: impl Future<Output = ()>,
     ) -> anyhow::Result<()> {
         let serving = CancellationToken::new();
-        let mut server = tokio::spawn(karpor_server::serve(
+        let mut server = serving_runtime.spawn(karpor_server::serve(
             self.listener,
             self.router,
             self.tls,

@@ -125,16 +125,18 @@ fn run_app(args: &CommonArgs, mode: Mode) -> ExitCode {
         Some(path) => tracing::info!(config = %path.display(), "config loaded"),
         None => tracing::info!("no config file: using the built-in embedded default"),
     }
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
+    let (rt, serving) = match (runtime(), serving_runtime()) {
+        (Ok(rt), Ok(serving)) => (rt, serving),
+        (Err(code), _) | (_, Err(code)) => return code,
     };
     let result = rt.block_on(async {
         let app = Application::build(config, mode, args.address_file.clone()).await?;
-        app.run_until_stopped(shutdown::signal()).await
+        app.run_until_stopped(serving.handle(), shutdown::signal())
+            .await
     });
-    // Blocking work still running (a parse, a name lookup) must not hold the exit: the
+    // Blocking work still running (a parse, a name lookup) must not hold the exit: each
     // runtime waits for it only this long.
+    serving.shutdown_timeout(EXIT_WAIT);
     rt.shutdown_timeout(EXIT_WAIT);
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -154,6 +156,18 @@ fn raise_open_files_limit() {
         Ok(limit) => tracing::debug!(limit, "open files limit"),
         Err(e) => tracing::warn!(error = %e, "cannot raise the open files limit"),
     }
+}
+
+/// Where requests are served (see `Application::run_until_stopped`).
+fn serving_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_name("karpor-http")
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("karpor: cannot start the serving runtime: {e}");
+            ExitCode::FAILURE
+        })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::{join_all, BoxFuture, Shared};
 use futures::FutureExt;
+use tokio::runtime::Handle;
 
 use crate::damping::{Damping, Thresholds, Transition};
 use crate::metrics::HealthMetrics;
@@ -137,6 +138,7 @@ struct Slot {
     membership: Membership,
     settings: Settings,
     metrics: HealthMetrics,
+    runtime: Option<Handle>,
     state: Mutex<SlotState>,
 }
 
@@ -153,6 +155,10 @@ struct Inner {
     metrics: HealthMetrics,
     slots: RwLock<Vec<Arc<Slot>>>,
     shutting_down: AtomicBool,
+    /// Where checks run: the runtime that made the checker (the one running the stores'
+    /// clients and the syncer), not the one serving the probe, so a flood of probes
+    /// cannot starve the checks they wait for.
+    runtime: Option<Handle>,
 }
 
 impl HealthChecker {
@@ -161,7 +167,8 @@ impl HealthChecker {
     }
 
     /// With `must_ready` overrides from config by check name (case-insensitive), applied
-    /// to every check registered later: the one place they are resolved.
+    /// to every check registered later: the one place they are resolved. Made inside a
+    /// runtime, the checker runs its checks there whichever runtime serves the probes.
     pub fn with_overrides(
         settings: Settings,
         metrics: HealthMetrics,
@@ -177,6 +184,7 @@ impl HealthChecker {
                 metrics,
                 slots: RwLock::new(Vec::new()),
                 shutting_down: AtomicBool::new(false),
+                runtime: Handle::try_current().ok(),
             }),
         }
     }
@@ -212,6 +220,7 @@ impl HealthChecker {
             membership,
             settings: self.inner.settings,
             metrics: self.inner.metrics.clone(),
+            runtime: self.inner.runtime.clone(),
             state: Mutex::new(SlotState {
                 damping: Damping::new(self.inner.settings.thresholds),
                 ..SlotState::default()
@@ -405,7 +414,10 @@ impl Slot {
         }
         // Spawned, so a run finishes and records its result even when every probe that
         // waited on it has gone.
-        let task = tokio::spawn(self.clone().run());
+        let task = match &self.runtime {
+            Some(runtime) => runtime.spawn(self.clone().run()),
+            None => tokio::spawn(self.clone().run()),
+        };
         let run = async move {
             task.await.unwrap_or_else(|_| Evaluation {
                 outcome: CheckOutcome::fail(Reason::Panicked, "check task was cancelled"),

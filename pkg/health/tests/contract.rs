@@ -660,3 +660,55 @@ async fn transitions_and_status_are_exported_as_metrics() {
         assert!(text.contains(line), "missing {line} in\n{text}");
     }
 }
+
+/// Says which thread it ran on.
+struct WhereRun(Mutex<Vec<String>>);
+
+#[async_trait]
+impl HealthReporter for WhereRun {
+    fn name(&self) -> &str {
+        "Where"
+    }
+
+    async fn check(&self) -> CheckOutcome {
+        let thread = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_owned();
+        self.0.lock().unwrap().push(thread);
+        CheckOutcome::Pass
+    }
+}
+
+/// Checks run on the runtime that made the checker, not on the one serving the probe:
+/// a flood of probes on the serving runtime cannot starve the checks it waits for.
+#[test]
+fn checks_run_on_the_runtime_that_made_the_checker() {
+    let checks = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("checks")
+        .enable_all()
+        .build()
+        .unwrap();
+    let serving = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("serving")
+        .enable_all()
+        .build()
+        .unwrap();
+    let checker = checks.block_on(async {
+        HealthChecker::new(settings(), HealthMetrics::new(&mut Registry::default()))
+    });
+    let reporter = Arc::new(WhereRun(Mutex::new(Vec::new())));
+    checker.register(reporter.clone(), Membership::READYZ, None);
+    let report = serving
+        .block_on(serving.spawn(async move {
+            checker
+                .report(Endpoint::Readyz, &ReportRequest::default())
+                .await
+        }))
+        .unwrap()
+        .unwrap();
+    assert!(report.passed(), "{report:?}");
+    assert_eq!(*reporter.0.lock().unwrap(), ["checks"]);
+}
