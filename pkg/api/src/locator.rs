@@ -122,6 +122,23 @@ impl Locator {
         }
     }
 
+    /// For a namespace's locator (cluster and namespace), the locator of the Namespace
+    /// object itself, which is what Karpor's detail answers for it.
+    pub(crate) fn namespace_object(&self) -> Option<Locator> {
+        if self.scope() != Scope::Namespace {
+            return None;
+        }
+        Some(Locator {
+            cluster: self.cluster.clone(),
+            api_version: "v1".parse().ok(),
+            kind: "Namespace".parse().ok(),
+            namespace: None,
+            name: self.namespace()?.parse().ok(),
+            labels: None,
+            annotations: None,
+        })
+    }
+
     /// The stored documents the locator covers; deleted ones only with `deleted`.
     pub(crate) fn query(&self, deleted: bool) -> Query {
         let eq = |field, value: &str| Expr::Compare {
@@ -173,6 +190,20 @@ mod tests {
 
     fn at(query: &str) -> Locator {
         serde_urlencoded::from_str(query).unwrap()
+    }
+
+    #[test]
+    fn a_namespace_is_answered_by_its_namespace_object() {
+        let object = at("cluster=a&namespace=web").namespace_object().unwrap();
+        assert_eq!(object.scope(), Scope::NonNamespacedResource);
+        assert_eq!(
+            (object.api_version(), object.kind(), object.name()),
+            (Some("v1"), Some("Namespace"), Some("web"))
+        );
+        assert!(at("cluster=a").namespace_object().is_none());
+        assert!(at("cluster=a&namespace=web&kind=Pod&apiVersion=v1")
+            .namespace_object()
+            .is_none());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `GET /insight/detail`: one object as Karpor answers it, the object itself (or its YAML
 //! with `format=yaml`), from storage or (`live=true`) from the cluster now, trimmed and
 //! redacted as the syncer does; `karpor` beside the object's own keys says which and
-//! how old.
+//! how old. A namespace's locator (cluster and namespace) names its Namespace object.
 
 use axum::extract::{Query as QueryParams, State};
 use axum::response::{IntoResponse, Response};
@@ -44,6 +44,8 @@ pub(crate) async fn detail(
     QueryParams(params): QueryParams<DetailParams>,
 ) -> Result<Reply<ObjectOrYaml<DetailedObject>>, Response> {
     let format = Format::parse(params.format.as_deref()).map_err(IntoResponse::into_response)?;
+    // A namespace's page asks for the namespace's detail: Karpor answers its object.
+    let at = at.namespace_object().unwrap_or(at);
     let (object, provenance) = if params.live {
         match live(&state, &at).await {
             Ok(answer) => answer,

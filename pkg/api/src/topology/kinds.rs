@@ -1,5 +1,5 @@
-//! A namespace's or a cluster's graph of kinds (Karpor's cluster topology): each kind
-//! stored there with its count, and which kinds are its parents or children, by the
+//! A namespace's, a cluster's or a resource group's graph of kinds (Karpor's cluster
+//! topology): each kind stored there with its count, and which kinds are its parents or children, by the
 //! relation rules and by the owner kinds its objects name. Three aggregations and one
 //! per kind, whatever the number of objects.
 
@@ -38,34 +38,16 @@ fn with(query: &Query, field: Field, value: &str) -> Query {
     narrowed
 }
 
+/// The graph of kinds over `scope` (stored, undeleted documents of one cluster): its nodes
+/// say `cluster` and, when the scope is one namespace's, `namespace`.
 pub(crate) async fn graph(
     storage: &dyn Storage,
     rules: &[RelationRule],
+    scope: &Query,
     cluster: &str,
     namespace: Option<&str>,
 ) -> Result<BTreeMap<String, KindNode>, StorageError> {
-    let eq = |field, value: &str| Expr::Compare {
-        field,
-        op: Op::Eq,
-        value: Value::Text(value.to_owned()),
-    };
-    let mut all = vec![
-        eq(Field::Cluster, cluster),
-        Expr::Compare {
-            field: Field::Deleted,
-            op: Op::Eq,
-            value: Value::Bool(false),
-        },
-    ];
-    if let Some(namespace) = namespace {
-        all.push(eq(Field::Namespace, namespace));
-    }
-    let scope = Query {
-        filter: Expr::And(all),
-        order_by: Vec::new(),
-        limit: None,
-        offset: None,
-    };
+    let scope = with(scope, Field::Cluster, cluster);
     // (kind, apiVersion) → count, and each kind's ids by group.
     let mut nodes: BTreeMap<String, KindNode> = BTreeMap::new();
     let mut by_kind: BTreeMap<KindRef, Vec<String>> = BTreeMap::new();

@@ -1,6 +1,6 @@
 //! The topology, from storage: `GET /insight/topology` in Karpor's shapes (a resource's
-//! graph, hops out in both directions; a namespace's or a cluster's graph of kinds with
-//! counts), and the relation rules behind it (`/relation-rules`, `/relation-rule/{name}`).
+//! graph, hops out in both directions; a namespace's, a cluster's or a resource group's
+//! graph of kinds with counts, the last over every cluster), and the relation rules behind it (`/relation-rules`, `/relation-rule/{name}`).
 //! Karpor lists the related kinds from the member cluster on every request; here each
 //! step is an index lookup (owner uids and reference keys are indexed at ingest).
 
@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use crate::access::{Permission, Routes};
 use axum::extract::{Query as QueryParams, State};
 use karpor_core::model::RelationRule;
+use karpor_search::Field;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::routes;
@@ -50,6 +51,46 @@ pub(crate) struct TopologyParams {
     pub force_new: Option<String>,
 }
 
+/// Most clusters in a resource group's graph.
+const MAX_CLUSTERS: usize = 500;
+
+/// A resource group's graph (labels, annotations or fields, over every cluster unless
+/// one is named): the graph of kinds of each cluster that holds matching objects, keyed
+/// by cluster as Karpor's custom topology is.
+async fn group_graph(
+    state: &AppState,
+    rules: &[RelationRule],
+    at: &Locator,
+) -> ApiResult<TopologyAnswer> {
+    let scope = at.query(false);
+    let clusters = match at.cluster() {
+        Some(cluster) => {
+            crate::insight::registered(state, cluster).await?;
+            vec![cluster.to_owned()]
+        }
+        None => state
+            .storage
+            .terms(&Field::Cluster, &scope, MAX_CLUSTERS)
+            .await?
+            .into_iter()
+            .map(|bucket| bucket.key)
+            .collect(),
+    };
+    let mut graphs = BTreeMap::new();
+    for cluster in clusters {
+        let graph = kinds::graph(
+            state.storage.as_ref(),
+            rules,
+            &scope,
+            &cluster,
+            at.namespace(),
+        )
+        .await?;
+        graphs.insert(cluster, graph);
+    }
+    Ok(Reply::ok(TopologyAnswer::Kinds(graphs)))
+}
+
 /// The relation rules in force: the built-in ones, replaced or added to by stored ones.
 pub(crate) async fn rules_in_force(state: &AppState) -> Result<Vec<RelationRule>, ApiError> {
     let stored: Vec<RelationRule> = state
@@ -65,20 +106,23 @@ pub(crate) async fn rules_in_force(state: &AppState) -> Result<Vec<RelationRule>
 #[utoipa::path(get, path = "/insight/topology", operation_id = "insightTopology", tag = "insight",
     params(Locator, TopologyParams),
     responses((status = 200, body = inline(Envelope<TopologyAnswer>),
-        description = "by cluster name: a resource's graph (`{nodeId: ResourceNode}`), or a namespace's or a cluster's graph of kinds (`{kindId: KindNode}`)"),
+        description = "by cluster name: a resource's graph (`{nodeId: ResourceNode}`), or a namespace's, a cluster's or a resource group's graph of kinds (`{kindId: KindNode}`; a group without a cluster: each cluster holding matching objects)"),
         Errors))]
 pub(crate) async fn topology(
     State(state): State<AppState>,
     QueryParams(at): QueryParams<Locator>,
     QueryParams(params): QueryParams<TopologyParams>,
 ) -> ApiResult<TopologyAnswer> {
+    let rules = rules_in_force(&state).await?;
+    if at.scope() == Scope::Custom {
+        return group_graph(&state, &rules, &at).await;
+    }
     let Some(cluster) = at.cluster() else {
         return Err(ApiError::bad_request(
             "a topology is of one cluster: give cluster",
         ));
     };
     crate::insight::registered(&state, cluster).await?;
-    let rules = rules_in_force(&state).await?;
     let cluster = cluster.to_owned();
     match at.scope() {
         Scope::Resource | Scope::NonNamespacedResource => {
@@ -96,8 +140,14 @@ pub(crate) async fn topology(
             )]))))
         }
         Scope::Cluster | Scope::Namespace => {
-            let graph =
-                kinds::graph(state.storage.as_ref(), &rules, &cluster, at.namespace()).await?;
+            let graph = kinds::graph(
+                state.storage.as_ref(),
+                &rules,
+                &at.query(false),
+                &cluster,
+                at.namespace(),
+            )
+            .await?;
             Ok(Reply::ok(TopologyAnswer::Kinds(BTreeMap::from([(
                 cluster, graph,
             )]))))
