@@ -1,15 +1,20 @@
 //! What Karpor's page asks the server about itself: `/server-configs` (outside the
-//! envelope, in Karpor's Go field names) and `/rest-api/v1/authn` (whether the caller's
-//! credential is accepted; the guard has decided by the time it answers).
+//! envelope, in Karpor's Go field names, and for the caller) and `/rest-api/v1/authn`
+//! (whether the caller's credential is accepted; the guard has decided by the time it
+//! answers).
 
 use crate::access::{Permission, Routes};
 use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde::Serialize;
 use utoipa_axum::routes;
 
+use crate::auth::{Authentication, Caller};
 use crate::envelope::{ApiResult, Reply};
+use crate::Role;
 use crate::openapi::Errors;
 use crate::types::Envelope;
 
@@ -28,10 +33,12 @@ pub(crate) async fn authn() -> ApiResult<&'static str> {
     Ok(Reply::ok(""))
 }
 
-/// Karpor's `/server-configs` document. Karpor's clients read `CoreOptions.ReadOnlyMode`,
-/// `CoreOptions.EnableRBAC` (off: the page sends no token), `Version`, and the AI options
-/// (AI is on when `AIModel` and `AIAuthToken` are both non-empty: here never, as no
-/// model service can be configured). Storage addresses and credentials are not shown.
+/// Karpor's `/server-configs` document, as it applies to the caller. Karpor's page reads
+/// `CoreOptions.ReadOnlyMode` (on: its write buttons are disabled),
+/// `CoreOptions.EnableRBAC` (on: every page but search asks for a login first; off: no
+/// login, no token sent), `Version`, and the AI options (AI is on when `AIModel` and
+/// `AIAuthToken` are both non-empty: here never, as no model service can be
+/// configured). Storage addresses and credentials are not shown.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub(crate) struct ServerConfigs {
@@ -52,15 +59,35 @@ struct AiOptions {
     auth_token: &'static str,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize)]
 #[serde(rename_all = "PascalCase")]
 struct CoreOptions {
-    /// Always on: every write needs an admin token.
     #[serde(rename = "EnableRBAC")]
     enable_rbac: bool,
     read_only_mode: bool,
     github_badge: bool,
     version: bool,
+}
+
+impl CoreOptions {
+    /// What the page should offer `caller`. Anonymous readers get every page without a
+    /// login, read-only; a caller with a token gets the login and the writes its role
+    /// allows; a refused credential (a stale token, say) gets the login page.
+    fn for_caller(caller: &Caller, read_only: bool) -> Self {
+        let (enable_rbac, read_only_mode) = match caller {
+            Caller::Known(principal) => (
+                !principal.anonymous,
+                read_only || principal.role < Role::Admin,
+            ),
+            Caller::Refused(_) => (true, read_only),
+        };
+        CoreOptions {
+            enable_rbac,
+            read_only_mode,
+            github_badge: false,
+            version: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -70,19 +97,14 @@ struct StorageOptions {
 }
 
 impl ServerConfigs {
-    pub(crate) fn new(read_only: bool, storage: &'static str) -> Self {
+    fn new(core_options: CoreOptions, storage: &'static str) -> Self {
         ServerConfigs {
             ai_options: AiOptions {
                 backend: "",
                 model: "",
                 auth_token: "",
             },
-            core_options: CoreOptions {
-                enable_rbac: true,
-                read_only_mode: read_only,
-                github_badge: false,
-                version: false,
-            },
+            core_options,
             storage_options: StorageOptions {
                 search_storage_type: storage,
             },
@@ -91,14 +113,34 @@ impl ServerConfigs {
     }
 }
 
-/// `/server-configs`, outside the envelope and the auth guard (Karpor's page reads it
-/// before anyone logs in).
-pub(crate) fn server_configs(configs: ServerConfigs) -> Router {
-    Router::new()
-        .route(SERVER_CONFIGS, get(serve))
-        .with_state(std::sync::Arc::new(configs))
+#[derive(Clone)]
+struct Served {
+    read_only: bool,
+    storage: &'static str,
 }
 
-async fn serve(State(configs): State<std::sync::Arc<ServerConfigs>>) -> Json<ServerConfigs> {
-    Json((*configs).clone())
+/// `/server-configs`, outside the envelope and the permission checks (Karpor's page reads
+/// it before anyone logs in), behind the API's authentication so that it answers for the
+/// caller.
+pub(crate) fn server_configs(authentication: Authentication, storage: &'static str) -> Router {
+    let served = Served {
+        read_only: authentication.grants.read_only,
+        storage,
+    };
+    Router::new()
+        .route(SERVER_CONFIGS, get(serve))
+        .with_state(served)
+        .layer(axum::middleware::from_fn_with_state(
+            authentication,
+            crate::auth::authenticate,
+        ))
+}
+
+async fn serve(State(served): State<Served>, Extension(caller): Extension<Caller>) -> Response {
+    let core = CoreOptions::for_caller(&caller, served.read_only);
+    let headers = [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::VARY, "authorization"),
+    ];
+    (headers, Json(ServerConfigs::new(core, served.storage))).into_response()
 }

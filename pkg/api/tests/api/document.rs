@@ -4,10 +4,10 @@
 
 use axum::body::Body;
 use axum::http::header;
-use karpor_api::{endpoints, Permission};
+use karpor_api::{endpoints, Permission, Role};
 use serde_json::{json, Value};
 
-use crate::app::{text, Api, Setup};
+use crate::app::{text, Api, Client, Setup};
 
 async fn public_json(api: &Api, path: &str) -> Value {
     let response = api
@@ -100,14 +100,22 @@ async fn every_documented_operation_reaches_its_handler() {
     }
 }
 
+async fn server_configs_for(api: &Api, client: &Client<'_>) -> Value {
+    let response = api
+        .raw(client.request("GET", "/server-configs").body(Body::empty()).unwrap())
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
+    assert_eq!(response.headers()[header::VARY], "authorization");
+    serde_json::from_str(&text(response).await).unwrap()
+}
+
 /// `/server-configs` outside the envelope with the fields Karpor's page reads.
 #[tokio::test]
 async fn server_configs_answer_karpors_page_outside_the_envelope() {
     let api = Setup::default().start().await;
     let configs = public_json(&api, "/server-configs").await;
     assert!(configs.get("success").is_none(), "not enveloped: {configs}");
-    assert_eq!(configs["CoreOptions"]["ReadOnlyMode"], false, "{configs}");
-    assert_eq!(configs["CoreOptions"]["EnableRBAC"], true, "{configs}");
     assert_eq!(
         configs["Version"],
         format!("v{}", env!("CARGO_PKG_VERSION")),
@@ -120,6 +128,38 @@ async fn server_configs_answer_karpors_page_outside_the_envelope() {
         "{configs}"
     );
     api.assert_no_secret_answered();
+}
+
+/// `/server-configs` says what the page should offer its caller: anonymous readers every
+/// page without a login and no write buttons; a token's holder the login and what its
+/// role may do; anyone else (no anonymous reads, a stale token) the login page.
+#[tokio::test]
+async fn server_configs_answer_for_the_caller() {
+    for (anonymous, read_only) in [(Some(Role::Guest), false), (None, false), (None, true)] {
+        let api = Setup {
+            anonymous,
+            read_only,
+            ..Setup::default()
+        }
+        .start()
+        .await;
+        let stale = api.client(Some("a-token-nobody-issued"));
+        let cases = [
+            ("nobody", api.anonymous(), anonymous.is_none(), anonymous.is_some() || read_only),
+            ("an admin", api.admin(), true, read_only),
+            ("a guest", api.guest(), true, true),
+            ("a stale token", stale, true, read_only),
+        ];
+        for (who, client, rbac, read_only_mode) in cases {
+            let configs = server_configs_for(&api, &client).await;
+            let core = &configs["CoreOptions"];
+            assert_eq!(
+                (core["EnableRBAC"].as_bool(), core["ReadOnlyMode"].as_bool()),
+                (Some(rbac), Some(read_only_mode)),
+                "{who} (anonymous {anonymous:?}, read-only {read_only}): {configs}"
+            );
+        }
+    }
 }
 
 /// Without a model service the AI routes answer as Karpor's do: the diagnosis streams
