@@ -2,7 +2,9 @@
 //! who switches backend keeps their clusters and rules. Credentials are exported in the
 //! clear (the target may use another key): the file is as secret as a kubeconfig.
 
-use karpor_core::model::{AuditPolicy, Cluster, Record, RelationRule, ResourceGroupRule, SyncRule};
+use karpor_core::model::{
+    AuditPolicy, Cluster, Record, RelationRule, ResourceGroupRule, Seed, SyncRule,
+};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -41,6 +43,10 @@ pub struct Export {
     /// Absent from exports made before relation rules existed.
     #[serde(default)]
     pub relation_rules: Vec<ExportedRecord<RelationRule>>,
+    /// Which built-in records karpor made (so one deleted stays deleted where the
+    /// export is imported); absent from exports made before there were any.
+    #[serde(default)]
+    pub seeds: Vec<ExportedRecord<Seed>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +78,7 @@ impl Metastore {
             resource_group_rules: self.export_kind().await?,
             audit_policies: self.export_kind().await?,
             relation_rules: self.export_kind().await?,
+            seeds: self.export_kind().await?,
         })
     }
 
@@ -95,6 +102,7 @@ impl Metastore {
         validate_all(&export.resource_group_rules)?;
         validate_all(&export.audit_policies)?;
         validate_all(&export.relation_rules)?;
+        validate_all(&export.seeds)?;
         let mut imported = Imported::default();
         self.import_kind(export.clusters, on_conflict, &mut imported)
             .await?;
@@ -105,6 +113,8 @@ impl Metastore {
         self.import_kind(export.audit_policies, on_conflict, &mut imported)
             .await?;
         self.import_kind(export.relation_rules, on_conflict, &mut imported)
+            .await?;
+        self.import_kind(export.seeds, on_conflict, &mut imported)
             .await?;
         Ok(imported)
     }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use karpor_core::model::{validate_name, Record};
+use karpor_core::model::{validate_name, Record, Seed};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -114,6 +114,26 @@ impl Metastore {
     pub async fn create<T: Record>(&self, record: T) -> Result<Stored<T>, StoreError> {
         let now = now();
         self.put_new(record, now, now).await
+    }
+
+    /// Makes a built-in `record` unless it was made before: once made, it stays as users
+    /// leave it, deleted included (a [`Seed`] marks it). `true` when it was made now; a
+    /// record of that name a user made first is left as it is.
+    pub async fn seed<T: Record>(&self, record: T) -> Result<bool, StoreError> {
+        let marker = Seed::of(&record);
+        if self.get::<Seed>(&marker.name).await?.is_some() {
+            return Ok(false);
+        }
+        let made = match self.create(record).await {
+            Ok(_) => true,
+            // Another replica made it, or a user did: either way it is there.
+            Err(StoreError::AlreadyExists { .. }) => false,
+            Err(e) => return Err(e),
+        };
+        match self.create(marker).await {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => Ok(made),
+            Err(e) => Err(e),
+        }
     }
 
     /// Replaces a record if it is still at `expected`: `Conflict` otherwise.

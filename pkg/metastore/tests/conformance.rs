@@ -352,6 +352,44 @@ async fn export_then_import_gives_identical_records(store: &Metastore) {
     );
 }
 
+/// A built-in record is made once: deleted, it is not made again; a user's record of
+/// the same name is left as it is; the markers travel with an export.
+async fn built_ins_are_made_once_and_stay_deleted(store: &Metastore) {
+    let built_in = group_rule("namespace");
+    assert!(store.seed(built_in.clone()).await.unwrap());
+    assert!(!store.seed(built_in.clone()).await.unwrap());
+    let stored = store.get::<ResourceGroupRule>("namespace").await.unwrap();
+    assert_eq!(stored.map(|s| s.record), Some(built_in.clone()));
+    store
+        .delete::<ResourceGroupRule>("namespace", None)
+        .await
+        .unwrap();
+    assert!(!store.seed(built_in.clone()).await.unwrap());
+    assert!(store
+        .get::<ResourceGroupRule>("namespace")
+        .await
+        .unwrap()
+        .is_none());
+
+    let mut users = group_rule("mine");
+    users.description = "the user's own".to_owned();
+    store.create(users.clone()).await.unwrap();
+    assert!(!store.seed(group_rule("mine")).await.unwrap());
+    let stored = store.get::<ResourceGroupRule>("mine").await.unwrap();
+    assert_eq!(stored.map(|s| s.record), Some(users));
+
+    let exported = store.export().await.unwrap();
+    let seeds: Vec<&str> = exported.seeds.iter().map(|s| s.record.name.as_str()).collect();
+    assert_eq!(seeds, ["resourcegrouprules-mine", "resourcegrouprules-namespace"]);
+    let elsewhere = Backend::sqlite().await.unwrap();
+    elsewhere
+        .store
+        .import(exported, OnConflict::Fail)
+        .await
+        .unwrap();
+    assert!(!elsewhere.store.seed(built_in).await.unwrap());
+}
+
 /// Long enough that a live lease never expires during a test.
 const LONG_TTL: Duration = Duration::from_secs(60);
 /// Short enough to wait out; etcd raises anything shorter than its minimum (2 s by default).
@@ -606,6 +644,7 @@ every_backend!(
     racing_claims_have_one_winner,
     an_expired_lease_hands_its_claims_over,
     records_are_unaffected_by_members_and_claims,
+    built_ins_are_made_once_and_stay_deleted,
 );
 
 #[tokio::test]

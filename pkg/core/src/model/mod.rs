@@ -7,6 +7,7 @@ mod limits;
 mod name;
 mod relations;
 mod rules;
+mod seed;
 mod selector;
 
 pub use audit::AuditPolicy;
@@ -17,6 +18,7 @@ pub use relations::{validate_path, KindRef, Relation, RelationRule};
 pub use rules::{
     ClusterSelector, ResourceGroupRule, ResourceSelector, SyncRule, Transform, TransformMode,
 };
+pub use seed::Seed;
 pub use selector::{LabelSelector, SelectorError};
 
 use serde::de::DeserializeOwned;
@@ -30,15 +32,17 @@ pub enum Kind {
     ResourceGroupRule,
     AuditPolicy,
     RelationRule,
+    Seed,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Cluster,
         Kind::SyncRule,
         Kind::ResourceGroupRule,
         Kind::AuditPolicy,
         Kind::RelationRule,
+        Kind::Seed,
     ];
 
     /// The stable name used in keys, tables and exports.
@@ -49,6 +53,7 @@ impl Kind {
             Kind::ResourceGroupRule => "resourcegrouprules",
             Kind::AuditPolicy => "auditpolicies",
             Kind::RelationRule => "relationrules",
+            Kind::Seed => "seeds",
         }
     }
 

@@ -182,6 +182,18 @@ pub struct ResourceGroupRule {
     pub fields: Vec<String>,
 }
 
+impl ResourceGroupRule {
+    /// The rules karpor makes at its first start (a user may delete them): Karpor's
+    /// `namespace` rule, which its Insight page opens on.
+    pub fn built_ins() -> Vec<ResourceGroupRule> {
+        vec![ResourceGroupRule {
+            name: "namespace".to_owned(),
+            description: "Default resource group rule for namespace".to_owned(),
+            fields: vec!["namespace".to_owned()],
+        }]
+    }
+}
+
 impl Record for ResourceGroupRule {
     const KIND: Kind = Kind::ResourceGroupRule;
 
