@@ -302,6 +302,15 @@ async fn objects_appear_change_and_vanish_in_both_clusters() {
     for (name, kube) in &clusters {
         converges(&h, kube, name, &ns, &types).await;
     }
+    // The API server's version and latency are measured by the sync itself, before anyone
+    // probes `/readyz` (nothing has here).
+    for (name, _) in &clusters {
+        let status = h.syncer.as_ref().unwrap().status().cluster(name).unwrap();
+        let version = status.server_version.unwrap_or_default();
+        assert!(version.starts_with('v'), "{name}: {version:?}");
+        assert!(status.latency_ms.is_some(), "{name}");
+        assert!(status.server_seen_at.is_some(), "{name}");
+    }
 
     // Secret values and trimmed paths never reach storage, in any form.
     let everything =

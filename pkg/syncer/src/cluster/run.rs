@@ -111,6 +111,12 @@ const COUNT_INTERVAL: Duration = Duration::from_secs(10);
 /// How long a count may take before it is left for the next time.
 const COUNT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How often the API server's version and latency are measured for the cluster's
+/// summary (and at the start), whether or not anyone probes `/readyz`.
+const SERVER_PROBE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long that measure may take before it is left for the next time.
+const SERVER_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A change of CustomResourceDefinitions is followed by a discovery this much later (the
 /// new type is served once the CRD is established), and several in a burst by one.
 const CRD_SETTLE: Duration = Duration::from_millis(500);
@@ -130,6 +136,7 @@ enum Wake {
     /// The new watchers have listed, and a sweep is owed.
     ListsSettled,
     CountDue,
+    ServerProbeDue,
     PolicyChanged,
     StorageRecovered,
     ClientExpiring,
@@ -188,6 +195,7 @@ struct Connected {
     /// The cluster's writes when its documents were last counted.
     counted: Option<u64>,
     count: tokio::time::Interval,
+    server_probe: tokio::time::Interval,
 }
 
 impl Connected {
@@ -210,6 +218,8 @@ impl Connected {
         );
         let mut count = tokio::time::interval(COUNT_INTERVAL);
         count.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut server_probe = tokio::time::interval(SERVER_PROBE_INTERVAL);
+        server_probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Connected {
             lists: Arc::new(Lists::new(run.progress.clone())),
             crds_changed: Arc::new(Notify::new()),
@@ -223,6 +233,7 @@ impl Connected {
             covered: None,
             counted: None,
             count,
+            server_probe,
             run,
             stop,
             client,
@@ -314,6 +325,7 @@ impl Connected {
                 Wake::ClientExpiring => return self.renew_client().await,
                 Wake::ListsSettled => self.sweep().await,
                 Wake::CountDue => self.count_documents().await,
+                Wake::ServerProbeDue => self.probe_server().await,
             };
             if let Err(Stopped) = done {
                 return Next::Stop;
@@ -330,6 +342,7 @@ impl Connected {
             _ = self.crds_changed.notified() => Wake::CrdsChanged,
             _ = self.lists.settled(), if self.sweep_owed => Wake::ListsSettled,
             _ = self.count.tick() => Wake::CountDue,
+            _ = self.server_probe.tick() => Wake::ServerProbeDue,
             Ok(()) = self.policy.changed() => Wake::PolicyChanged,
             Ok(()) = self.recoveries.changed() => Wake::StorageRecovered,
             _ = until(self.client.renew_at) => Wake::ClientExpiring,
@@ -410,6 +423,28 @@ impl Connected {
             if done {
                 self.counted = Some(writes);
             }
+        }
+        Ok(())
+    }
+
+    /// The API server's version and how long `/version` took, for the cluster's summary.
+    /// A failure is left to the cluster's health check to report.
+    async fn probe_server(&mut self) -> Result<(), Stopped> {
+        let asked = std::time::Instant::now();
+        let version = self.client.client.apiserver_version();
+        let answer = tokio::select! {
+            _ = self.stop.cancelled() => return Err(Stopped),
+            answer = tokio::time::timeout(SERVER_PROBE_TIMEOUT, version) => answer,
+        };
+        match answer {
+            Ok(Ok(version)) => {
+                let latency = asked.elapsed().as_millis() as u64;
+                self.run.progress.server_answered(version.git_version, latency);
+            }
+            Ok(Err(e)) => tracing::debug!(error = %karpor_kube::describe(&e),
+                "cannot read the API server's version"),
+            Err(_) => tracing::debug!(timeout = ?SERVER_PROBE_TIMEOUT,
+                "the API server's version took too long"),
         }
         Ok(())
     }

@@ -47,7 +47,7 @@ pub(crate) struct ClusterProgress {
     objects: AtomicU64,
     last_event_ms: AtomicI64,
     /// The API server's version and how long asking for it took, at the last check.
-    server: RwLock<Option<(String, u64)>>,
+    server: RwLock<Option<ServerSeen>>,
     /// The audit policy generation all of the cluster's documents were last listed with
     /// (0: none yet).
     audited: AtomicU64,
@@ -62,6 +62,14 @@ pub(crate) struct ClusterProgress {
     /// nothing and is in error whatever else reports a state.
     refused: RwLock<Option<String>>,
     metrics: SyncMetrics,
+}
+
+/// What karpor last learnt of a cluster's API server.
+#[derive(Debug, Clone)]
+struct ServerSeen {
+    version: String,
+    latency_ms: u64,
+    at: OffsetDateTime,
 }
 
 /// A sync rule a cluster's watchers follow, at the version they follow.
@@ -80,10 +88,13 @@ pub struct ClusterSnapshot {
     /// Documents written since the syncer started this cluster.
     pub objects_synced: u64,
     pub last_event: Option<OffsetDateTime>,
-    /// The API server's `gitVersion` at its last health check.
+    /// The API server's `gitVersion`, as last measured (see `server_seen_at`).
     pub server_version: Option<String>,
-    /// How long that check's `/version` took, in milliseconds.
+    /// How long that `/version` call took, in milliseconds.
     pub latency_ms: Option<u64>,
+    /// When they were measured: by the sync on its own schedule, or by the cluster's
+    /// health check, whichever was last.
+    pub server_seen_at: Option<OffsetDateTime>,
     /// The rules in force for it (once its watchers follow them).
     pub rules: Vec<RuleInForce>,
     /// Each watched type, by group, version, resource and namespace.
@@ -240,9 +251,15 @@ impl ClusterProgress {
         self.writes.load(Ordering::Relaxed)
     }
 
-    /// What the cluster's health check learnt of its API server.
+    /// What a call to the API server's `/version` learnt (the sync's own probe, or the
+    /// cluster's health check).
     pub(crate) fn server_answered(&self, version: String, latency_ms: u64) {
-        *self.server.write().unwrap_or_else(PoisonError::into_inner) = Some((version, latency_ms));
+        let seen = ServerSeen {
+            version,
+            latency_ms,
+            at: OffsetDateTime::now_utc(),
+        };
+        *self.server.write().unwrap_or_else(PoisonError::into_inner) = Some(seen);
     }
 
     pub(crate) fn snapshot(&self) -> ClusterSnapshot {
@@ -259,8 +276,9 @@ impl ClusterProgress {
             last_event: (ms > 0)
                 .then(|| OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok())
                 .flatten(),
-            server_version: server.as_ref().map(|(v, _)| v.clone()),
-            latency_ms: server.map(|(_, l)| l),
+            server_version: server.as_ref().map(|s| s.version.clone()),
+            latency_ms: server.as_ref().map(|s| s.latency_ms),
+            server_seen_at: server.map(|s| s.at),
             rules: self
                 .rules
                 .read()
