@@ -190,6 +190,7 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
                 http,
                 metrics: Arc::new(registry),
                 with_ui: true,
+                dashboard: None,
                 routes,
                 endpoints: Vec::new(),
                 hosts: AllowedHosts::new(addr, &[]),

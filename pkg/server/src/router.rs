@@ -1,8 +1,9 @@
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::header::CONTENT_TYPE;
-use axum::http::{Request, StatusCode};
+use axum::http::header::{self, CONTENT_TYPE};
+use axum::http::{HeaderValue, Request, StatusCode};
 use axum::response::Html;
 use axum::routing::get;
 use axum::Router;
@@ -10,6 +11,8 @@ use karpor_health::HealthChecker;
 use prometheus_client::registry::Registry;
 use tower::ServiceBuilder;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::services::{ServeDir, ServeFile};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use tracing::Level;
@@ -21,6 +24,11 @@ use crate::metrics::HttpMetrics;
 const ENDPOINTS: &str = "/endpoints";
 const PAGE: &str = "/";
 const PLACEHOLDER_PAGE: &str = include_str!("../../../ui-placeholder/index.html");
+/// Where a dashboard build's assets are served (Karpor's dashboard is built for it).
+const DASHBOARD_ASSETS: &str = "/public";
+/// The page's and a dashboard's: never framed (clickjacking), no `<base>` or plugin
+/// injected, no type sniffed.
+const PAGE_POLICY: &str = "frame-ancestors 'none'; base-uri 'self'; object-src 'none'";
 
 /// What a process's router is made of.
 pub struct RouterParts {
@@ -30,6 +38,10 @@ pub struct RouterParts {
     pub metrics: Arc<Registry>,
     /// Serve the placeholder page at `/` (the server does; the syncer's probe port not).
     pub with_ui: bool,
+    /// With `with_ui`: a dashboard build (Karpor's) served instead of the page, its files
+    /// at `/public/...` and its `index.html` at `/` and at every path no route serves
+    /// (its router's paths).
+    pub dashboard: Option<PathBuf>,
     /// The process's own routes (the REST API), behind the same request id and tracing.
     pub routes: Router,
     /// `routes`' `METHOD\tPATH` lines, listed by `/endpoints` with this crate's own.
@@ -48,12 +60,37 @@ pub fn router(parts: RouterParts) -> Router {
     endpoints.extend(karpor_health::PATHS.iter().map(|p| format!("GET\t{p}")));
     endpoints.push(format!("GET\t{}", crate::metrics::PATH));
     endpoints.push(format!("GET\t{ENDPOINTS}"));
-    let mut own = karpor_health::routes(parts.health, parts.admin_token)
+    let own = karpor_health::routes(parts.health, parts.admin_token)
         .merge(crate::metrics::routes(parts.metrics));
+    let mut page = Router::new();
     if parts.with_ui {
-        own = own.route(PAGE, get(|| async { Html(PLACEHOLDER_PAGE) }));
+        match &parts.dashboard {
+            Some(dir) => {
+                let index = ServeFile::new(dir.join("index.html"));
+                page = page
+                    .route_service(PAGE, index.clone())
+                    .nest_service(DASHBOARD_ASSETS, ServeDir::new(dir))
+                    .fallback_service(index);
+                endpoints.push(format!("GET\t{DASHBOARD_ASSETS}/{{*path}}"));
+            }
+            None => page = page.route(PAGE, get(|| async { Html(PLACEHOLDER_PAGE) })),
+        }
         endpoints.push(format!("GET\t{PAGE}"));
     }
+    let page = page
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(PAGE_POLICY),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ));
+    let own = own.merge(page);
     endpoints.sort();
     endpoints.dedup();
     let listing = endpoints.join("\n") + "\n";
