@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use karpor_api::{local_token, LiveBounds, Role};
+use karpor_core::model::ResourceGroupRule;
 use karpor_health::{
     HealthChecker, HealthClient, HealthMetrics, HealthReporter, Heartbeat, Membership, Ping,
     UpstreamCheck,
@@ -123,6 +124,7 @@ impl Application {
             admin_token,
             metrics: Arc::new(parts.registry),
             with_ui: plan.api,
+            dashboard: config.server.dashboard_dir.clone(),
             routes,
             endpoints,
             hosts: AllowedHosts::new(plan.listen, &config.server.allowed_hosts),
@@ -290,6 +292,9 @@ async fn api_routes(
     parts: &mut Parts,
     syncer: Option<&Syncer>,
 ) -> anyhow::Result<(axum::Router, Vec<String>)> {
+    if !config.server.read_only {
+        seed_built_ins(&parts.metastore).await;
+    }
     let routes = karpor_api::routes(karpor_api::ApiParts {
         metastore: parts.metastore.clone(),
         storage: parts.storage.clone(),
@@ -297,6 +302,7 @@ async fn api_routes(
         exec: parts.exec.clone(),
         auth: authenticator(config).await?,
         read_only: config.server.read_only,
+        pod_logs: config.auth.pod_logs,
         limits: config.server.limits.clone(),
         audit: config.audit.clone(),
         clients: parts.clients.clone(),
@@ -308,6 +314,27 @@ async fn api_routes(
         .map(karpor_api::Endpoint::line)
         .collect();
     Ok((routes, endpoints))
+}
+
+/// How long the built-in records may hold the start.
+const SEED_WAIT: Duration = Duration::from_secs(5);
+
+/// Makes the records Karpor's dashboard expects at start (its `namespace` resource group
+/// rule), once: one a user deleted stays deleted. Not in read-only mode, which writes
+/// nothing; a store that does not answer delays the start by at most `SEED_WAIT`, and
+/// the next start tries again.
+async fn seed_built_ins(metastore: &Metastore) {
+    for rule in ResourceGroupRule::built_ins() {
+        let name = rule.name.clone();
+        match tokio::time::timeout(SEED_WAIT, metastore.seed(rule)).await {
+            Ok(Ok(true)) => tracing::info!(rule = %name, "made the built-in resource group rule"),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => tracing::warn!(rule = %name, error = %e,
+                "cannot make the built-in resource group rule; the next start tries again"),
+            Err(_) => tracing::warn!(rule = %name,
+                "the metadata store did not answer; the next start tries again"),
+        }
+    }
 }
 
 /// Listens on the mode's address, writes the bound one to `address_file`, and says

@@ -65,6 +65,9 @@ pub(crate) enum Command {
     /// One object as kubectl describe shows it: key fields, relations, audit findings and
     /// recent events.
     Describe(DescribeArgs),
+    /// A pod's log through a running server (`CLUSTER/NAMESPACE/POD`): the last lines, or
+    /// with `-f` followed until interrupted.
+    Logs(LogsArgs),
     /// Print a shell completion script (`source <(karpor completion bash)`).
     Completion {
         /// The shell.
@@ -322,6 +325,30 @@ pub(crate) struct DescribeArgs {
     /// `yaml` or `json`: the object itself.
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LogsArgs {
+    /// `CLUSTER/NAMESPACE/POD` (`prod/shop/web-1`).
+    pub target: String,
+    /// The container (the pod's only one when absent).
+    #[arg(short, long)]
+    pub container: Option<String>,
+    /// Follow the log until interrupted (the server ends a stream after
+    /// `server.limits.live.log_stream_for`).
+    #[arg(short, long)]
+    pub follow: bool,
+    /// The last this many lines (default: the whole log, or 1000 with `-f`).
+    #[arg(long)]
+    pub tail: Option<u32>,
+    /// Only lines newer than this long ago (`30s`, `5m`, `1h`).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Each line with its time, as the cluster says it.
+    #[arg(long)]
+    pub timestamps: bool,
+    #[command(flatten)]
+    pub server: ServerArgs,
 }
 
 /// A severity to filter findings by.

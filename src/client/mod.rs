@@ -6,6 +6,7 @@
 pub(crate) mod audit;
 pub(crate) mod cluster;
 pub(crate) mod describe;
+pub(crate) mod logs;
 mod output;
 pub(crate) mod relation;
 pub(crate) mod rule;

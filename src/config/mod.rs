@@ -9,6 +9,7 @@ mod load;
 mod validate;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
@@ -71,6 +72,9 @@ pub(crate) struct ServerConfig {
     pub read_only: bool,
     /// REST API request limits: body size, timeout, requests at once.
     pub limits: LimitsConfig,
+    /// A dashboard build (Karpor's, from its source) served instead of karpor's page: its
+    /// files at `/public/...`, its `index.html` at `/` and at every path no route serves.
+    pub dashboard_dir: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -83,6 +87,7 @@ impl Default for ServerConfig {
             syncer: true,
             read_only: false,
             limits: LimitsConfig::default(),
+            dashboard_dir: None,
         }
     }
 }

@@ -35,6 +35,18 @@ impl Config {
         if let Some(tls) = &self.server.tls {
             tls.validate()?;
         }
+        if let Some(dir) = &self.server.dashboard_dir {
+            let index = dir.join("index.html");
+            if let Err(e) = std::fs::File::open(&index) {
+                return Err(ConfigIssue::new(
+                    "server.dashboard_dir",
+                    format_args!(
+                        "cannot read {}: {e} (a dashboard build holds index.html)",
+                        index.display()
+                    ),
+                ));
+            }
+        }
         self.auth.validate()?;
         self.metadata.validate()?;
         self.storage.validate()?;

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::openapi::path::PathItem;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 
-use crate::auth::{challenge, Caller, Principal, ReadOnly};
+use crate::auth::{challenge, Caller, Grants, Principal};
 use crate::envelope::ApiError;
 use crate::{AppState, Role, PREFIX};
 
@@ -27,6 +27,9 @@ pub enum Permission {
     Admin,
     /// The admin role, for what changes stored state. Refused in read-only mode.
     Write,
+    /// The role `auth.pod_logs` names (admin by default): reading the workloads' own
+    /// data. Allowed in read-only mode.
+    PodLogs,
 }
 
 impl Permission {
@@ -36,6 +39,7 @@ impl Permission {
             Permission::Read => "read",
             Permission::Admin => "admin",
             Permission::Write => "write",
+            Permission::PodLogs => "pod-logs",
         }
     }
 
@@ -43,8 +47,17 @@ impl Permission {
         self != Permission::Write
     }
 
+    /// The role a caller needs.
+    fn role(self, grants: Grants) -> Role {
+        match self {
+            Permission::Public | Permission::Read => Role::Guest,
+            Permission::Admin | Permission::Write => Role::Admin,
+            Permission::PodLogs => grants.pod_logs,
+        }
+    }
+
     /// The refusal for `caller`, or `None` when it may go on.
-    fn refusal(self, caller: &Caller, read_only: bool) -> Option<Response> {
+    fn refusal(self, caller: &Caller, grants: Grants) -> Option<Response> {
         if self == Permission::Public {
             return None;
         }
@@ -52,20 +65,31 @@ impl Permission {
             Caller::Refused(why) => return Some(challenge(unauthorized(why))),
             Caller::Known(principal) => principal,
         };
-        if read_only && !self.allowed_when_read_only() {
+        if grants.read_only && !self.allowed_when_read_only() {
             let message = "the server is read-only (server.read_only): writes are refused";
             return Some(ApiError::new(StatusCode::METHOD_NOT_ALLOWED, message).into_response());
         }
-        if self == Permission::Read || principal.role >= Role::Admin {
+        let needed = self.role(grants);
+        if principal.role >= needed {
             return None;
         }
+        let role = match needed {
+            Role::Guest => "guest",
+            Role::Admin => "admin",
+        };
+        let why = match self {
+            Permission::PodLogs => {
+                format!("reading pod logs needs the {role} role (auth.pod_logs)")
+            }
+            _ => format!("this needs the {role} role"),
+        };
         if principal.anonymous {
             // Anonymous callers are asked for a credential rather than told no.
-            return Some(challenge(unauthorized(
-                "this needs a token with the admin role (Authorization: Bearer TOKEN)",
-            )));
+            return Some(challenge(unauthorized(&format!(
+                "{why}: send a token (Authorization: Bearer TOKEN)"
+            ))));
         }
-        Some(ApiError::new(StatusCode::FORBIDDEN, "this needs the admin role").into_response())
+        Some(ApiError::new(StatusCode::FORBIDDEN, why).into_response())
     }
 }
 
@@ -166,8 +190,8 @@ async fn authorize(
     next: Next,
 ) -> Response {
     let caller = request.extensions_mut().remove::<Caller>();
-    let read_only = request.extensions().get::<ReadOnly>().copied();
-    let (Some(caller), Some(ReadOnly(read_only))) = (caller, read_only) else {
+    let grants = request.extensions().get::<Grants>().copied();
+    let (Some(caller), Some(grants)) = (caller, grants) else {
         tracing::error!("a route was reached without the authentication layer");
         return ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -175,7 +199,7 @@ async fn authorize(
         )
         .into_response();
     };
-    if let Some(refusal) = permission.refusal(&caller, read_only) {
+    if let Some(refusal) = permission.refusal(&caller, grants) {
         return refusal;
     }
     if let Caller::Known(principal) = caller {
@@ -197,8 +221,12 @@ mod tests {
     }
 
     fn status(permission: Permission, caller: &Caller, read_only: bool) -> u16 {
+        let grants = Grants {
+            read_only,
+            pod_logs: Role::Admin,
+        };
         permission
-            .refusal(caller, read_only)
+            .refusal(caller, grants)
             .map_or(200, |r| r.status().as_u16())
     }
 
@@ -218,10 +246,23 @@ mod tests {
             (Admin, true, [401, 401, 403, 200]),
             (Write, false, [401, 401, 403, 200]),
             (Write, true, [401, 405, 405, 405]),
+            (PodLogs, false, [401, 401, 403, 200]),
+            (PodLogs, true, [401, 401, 403, 200]),
         ] {
             let got = [&refused, &anonymous, &guest, &admin]
                 .map(|caller| status(permission, caller, read_only));
             assert_eq!(got, expected, "{permission:?} read_only={read_only}");
         }
+        // Granted to guests by config: anyone who may read.
+        let grants = Grants {
+            read_only: false,
+            pod_logs: Role::Guest,
+        };
+        let got = [&refused, &anonymous, &guest, &admin].map(|caller| {
+            PodLogs
+                .refusal(caller, grants)
+                .map_or(200, |r| r.status().as_u16())
+        });
+        assert_eq!(got, [401, 200, 200, 200]);
     }
 }

@@ -14,9 +14,13 @@ use subtle::ConstantTimeEq;
 use crate::envelope::ApiError;
 use crate::Role;
 
-/// Whether the server refuses writes; put in each request by the API-wide layer.
+/// What the server's config grants beyond a caller's role, put in each request by the
+/// API-wide layer: whether writes are refused, and which role reads pod logs.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ReadOnly(pub bool);
+pub(crate) struct Grants {
+    pub read_only: bool,
+    pub pod_logs: Role,
+}
 
 /// Who made a request, put in the request's extensions for handlers and logs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +92,7 @@ impl Authenticator {
 #[derive(Clone)]
 pub(crate) struct Authentication {
     pub auth: Arc<Authenticator>,
-    pub read_only: bool,
+    pub grants: Grants,
 }
 
 /// Who is calling, as the API-wide layer found it; each route's permission decides what
@@ -151,9 +155,7 @@ pub(crate) async fn authenticate(
         tracing::debug!(principal = %principal.name, "authenticated");
     }
     request.extensions_mut().insert(caller);
-    request
-        .extensions_mut()
-        .insert(ReadOnly(authentication.read_only));
+    request.extensions_mut().insert(authentication.grants);
     next.run(request).await
 }
 

@@ -53,6 +53,9 @@ pub struct AuthConfig {
     pub tokens: Vec<TokenConfig>,
     /// Where the admin token of a local install is made (see [`Anonymous::Auto`]).
     pub local_token_file: PathBuf,
+    /// The role that may read pod logs (the workloads' own data): `admin`, or `guest`
+    /// for every caller who may read.
+    pub pod_logs: Role,
 }
 
 impl AuthConfig {
@@ -94,6 +97,7 @@ impl Default for AuthConfig {
             anonymous: Anonymous::Auto,
             tokens: Vec::new(),
             local_token_file: PathBuf::from(crate::local_token::DEFAULT_LOCAL_TOKEN_FILE),
+            pod_logs: Role::Admin,
         }
     }
 }

@@ -61,6 +61,8 @@ pub struct ApiParts {
     pub auth: Authenticator,
     /// Refuse every write (any method but GET) with 405.
     pub read_only: bool,
+    /// The role that may read pod logs (`auth.pod_logs`).
+    pub pod_logs: Role,
     pub limits: LimitsConfig,
     /// The config file's audit policy (a stored one replaces it).
     pub audit: AuditConfig,
@@ -170,10 +172,13 @@ pub fn routes(parts: ApiParts) -> Router {
     };
     let authentication = auth::Authentication {
         auth: Arc::new(parts.auth),
-        read_only: parts.read_only,
+        grants: auth::Grants {
+            read_only: parts.read_only,
+            pod_logs: parts.pod_logs,
+        },
     };
     let limits = parts.limits;
-    let configs = server_info::ServerConfigs::new(parts.read_only, state.storage.backend());
+    let storage_type = state.storage.backend();
     let (api, declared) = handlers().into_parts();
     let api = api
         .fallback(envelope::not_found)
@@ -182,7 +187,7 @@ pub fn routes(parts: ApiParts) -> Router {
         // body limit, the concurrency limit, the timeout, and outermost the envelope, so
         // every refusal above is enveloped too.
         .layer(axum::middleware::from_fn_with_state(
-            authentication,
+            authentication.clone(),
             auth::authenticate,
         ))
         .layer(DefaultBodyLimit::max(limits.body_bytes))
@@ -196,7 +201,7 @@ pub fn routes(parts: ApiParts) -> Router {
     let (api, document) = nested(api);
     check_permissions(&document, &declared);
     let outside = openapi::route(document)
-        .merge(server_info::server_configs(configs))
+        .merge(server_info::server_configs(authentication, storage_type))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             limits.request_timeout,

@@ -163,6 +163,13 @@ name_type!(
 );
 
 name_type!(
+    /// A container of a pod: a DNS-1123 label.
+    ContainerName,
+    "container",
+    |text| label_problem(text, 63)
+);
+
+name_type!(
     /// An object's name: letters, digits, `-`, `.`, `_` and `:`, 253 at most, not `.`
     /// or `..`.
     ObjectName,

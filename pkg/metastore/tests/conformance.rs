@@ -379,8 +379,15 @@ async fn built_ins_are_made_once_and_stay_deleted(store: &Metastore) {
     assert_eq!(stored.map(|s| s.record), Some(users));
 
     let exported = store.export().await.unwrap();
-    let seeds: Vec<&str> = exported.seeds.iter().map(|s| s.record.name.as_str()).collect();
-    assert_eq!(seeds, ["resourcegrouprules-mine", "resourcegrouprules-namespace"]);
+    let seeds: Vec<&str> = exported
+        .seeds
+        .iter()
+        .map(|s| s.record.name.as_str())
+        .collect();
+    assert_eq!(
+        seeds,
+        ["resourcegrouprules-mine", "resourcegrouprules-namespace"]
+    );
     let elsewhere = Backend::sqlite().await.unwrap();
     elsewhere
         .store

@@ -81,12 +81,23 @@ async fn a_dashboard_build_is_served_with_its_routers_fallback() {
     std::fs::write(build.join("static/js/main.1a2b.js"), "console.log(1)").unwrap();
     let router = router(Some(build));
 
-    for path in ["/", "/insightDetail/resource?cluster=a", "/cluster/access", "/login"] {
+    for path in [
+        "/",
+        "/insightDetail/resource?cluster=a",
+        "/cluster/access",
+        "/login",
+    ] {
         let (status, body, headers) = get(&router, "GET", path).await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, INDEX), "{path}");
         assert!(headers[3].starts_with("text/html"), "{path}: {headers:?}");
-        assert!(headers[0].contains("frame-ancestors 'none'"), "{path}: {headers:?}");
-        assert_eq!((headers[1].as_str(), headers[2].as_str()), ("nosniff", "DENY"));
+        assert!(
+            headers[0].contains("frame-ancestors 'none'"),
+            "{path}: {headers:?}"
+        );
+        assert_eq!(
+            (headers[1].as_str(), headers[2].as_str()),
+            ("nosniff", "DENY")
+        );
     }
     let (status, body, headers) = get(&router, "GET", "/public/static/js/main.1a2b.js").await;
     assert_eq!((status, body.as_str()), (StatusCode::OK, "console.log(1)"));
@@ -108,7 +119,10 @@ async fn a_dashboard_build_is_served_with_its_routers_fallback() {
     let (status, body, _) = get(&router, "GET", "/rest-api/v1/clusters").await;
     assert_eq!((status, body.as_str()), (StatusCode::OK, "clusters"));
     let (status, body, _) = get(&router, "GET", "/rest-api/v1/nothing").await;
-    assert_eq!((status, body.as_str()), (StatusCode::NOT_FOUND, "api: no such route"));
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::NOT_FOUND, "api: no such route")
+    );
     let (status, body, _) = get(&router, "GET", "/livez").await;
     assert_eq!((status, body.as_str()), (StatusCode::OK, "OK\n"));
     let (status, _, _) = get(&router, "POST", "/cluster/access").await;
@@ -120,7 +134,10 @@ async fn without_a_dashboard_the_page_is_karpors_own() {
     let router = router(None);
     let (status, body, headers) = get(&router, "GET", "/").await;
     assert_eq!(status, StatusCode::OK);
-    assert!(body.contains("<html") || body.contains("<!doctype"), "{body}");
+    assert!(
+        body.contains("<html") || body.contains("<!doctype"),
+        "{body}"
+    );
     assert!(headers[0].contains("frame-ancestors 'none'"), "{headers:?}");
     let (status, _, _) = get(&router, "GET", "/public/index.html").await;
     assert_eq!(status, StatusCode::NOT_FOUND);

@@ -237,6 +237,7 @@ async fn cluster_detail(state: &AppState, at: &Locator) -> Result<ClusterDetail,
         .as_ref()
         .and_then(|s| s.server_version.clone())
         .unwrap_or_default();
-    detail.latency = snapshot.and_then(|s| s.latency_ms).unwrap_or(0) as i64;
+    detail.latency = snapshot.as_ref().and_then(|s| s.latency_ms).unwrap_or(0) as i64;
+    detail.server_measured_at = snapshot.and_then(|s| s.server_seen_at);
     Ok(detail)
 }

@@ -1,6 +1,7 @@
 //! How much work in member clusters callers may cause: live calls are rate-limited per
-//! member cluster (a token bucket: 429 with `Retry-After` beyond it), event streams are
-//! capped per caller and in total. Counted in metrics:
+//! member cluster (a token bucket: 429 with `Retry-After` beyond it), streams (events and
+//! pod logs) are capped per caller and in total, and a log stream's pace, length and
+//! size are capped too. Counted in metrics:
 //! `karpor_api_live_calls_total{cluster,outcome}`, `karpor_api_event_streams` and
 //! `karpor_api_event_streams_refused_total{reason}`.
 
@@ -32,10 +33,20 @@ pub struct LiveLimits {
     pub calls_per_second: u32,
     /// Calls allowed at once above the rate (a page opening several panels).
     pub burst: u32,
-    /// Event streams one caller (one token; all anonymous callers together) holds open.
+    /// Streams (events, pod logs) one caller (one token; all anonymous callers
+    /// together) holds open.
     pub streams_per_caller: usize,
-    /// Event streams open at once, all callers together.
+    /// Streams open at once, all callers together.
     pub streams: usize,
+    /// Bytes of pod log one stream or download sends per second, at most.
+    pub log_bytes_per_second: u32,
+    /// How long a followed pod log is streamed before the client must ask again.
+    #[serde(with = "humantime_serde")]
+    pub log_stream_for: Duration,
+    /// The most `tailLines` a pod log request may ask for.
+    pub log_tail_lines: u32,
+    /// The most bytes of one pod log download.
+    pub log_download_bytes: u64,
 }
 
 impl Default for LiveLimits {
@@ -45,6 +56,10 @@ impl Default for LiveLimits {
             burst: 40,
             streams_per_caller: 8,
             streams: 256,
+            log_bytes_per_second: 1 << 20,
+            log_stream_for: Duration::from_secs(30 * 60),
+            log_tail_lines: 10_000,
+            log_download_bytes: 32 << 20,
         }
     }
 }
@@ -57,6 +72,10 @@ impl LiveLimits {
             ("burst", self.burst as usize),
             ("streams_per_caller", self.streams_per_caller),
             ("streams", self.streams),
+            ("log_bytes_per_second", self.log_bytes_per_second as usize),
+            ("log_stream_for", self.log_stream_for.as_secs() as usize),
+            ("log_tail_lines", self.log_tail_lines as usize),
+            ("log_download_bytes", self.log_download_bytes as usize),
         ] {
             if value == 0 {
                 return Err(ConfigIssue::new(
@@ -106,12 +125,12 @@ impl LiveBounds {
         );
         registry.register(
             "karpor_api_event_streams",
-            "Event streams open now",
+            "Streams (events, pod logs) open now",
             metrics.open.clone(),
         );
         registry.register(
             "karpor_api_event_streams_refused",
-            "Event streams refused, by reason (caller or total)",
+            "Streams (events, pod logs) refused, by reason (caller or total)",
             metrics.refused.clone(),
         );
         Self::with_metrics(limits, metrics)
@@ -127,6 +146,10 @@ impl LiveBounds {
             streams: Mutex::new(Streams::default()),
             metrics,
         }))
+    }
+
+    pub(crate) fn limits(&self) -> &LiveLimits {
+        &self.0.limits
     }
 
     /// Takes one live call to `cluster` from its budget, or refuses with 429.
@@ -156,7 +179,7 @@ impl LiveBounds {
         }
     }
 
-    /// A place for one more event stream of `caller`, held until the slot is dropped.
+    /// A place for one more stream of `caller`, held until the slot is dropped.
     pub(crate) fn open_stream(&self, caller: &str) -> Result<StreamSlot, Limited> {
         let limits = &self.0.limits;
         let refused = |reason: &str, message: String| {
@@ -172,7 +195,7 @@ impl LiveBounds {
             return refused(
                 "total",
                 format!(
-                    "{} event streams are open, the most this server holds (server.limits.live.streams)",
+                    "{} streams are open, the most this server holds (server.limits.live.streams)",
                     streams.total
                 ),
             );
@@ -183,7 +206,7 @@ impl LiveBounds {
             return refused(
                 "caller",
                 format!(
-                    "{held} event streams of yours are open, the most one caller holds (server.limits.live.streams_per_caller)"
+                    "{held} streams of yours are open, the most one caller holds (server.limits.live.streams_per_caller)"
                 ),
             );
         }
@@ -197,7 +220,7 @@ impl LiveBounds {
     }
 }
 
-/// One open event stream; its place is given back when dropped.
+/// One open stream; its place is given back when dropped.
 pub(crate) struct StreamSlot {
     bounds: LiveBounds,
     caller: String,
@@ -248,6 +271,7 @@ mod tests {
                 burst,
                 streams_per_caller: per_caller,
                 streams: total,
+                ..LiveLimits::default()
             },
             Metrics::default(),
         )

@@ -1,11 +1,12 @@
 //! Reads from a member cluster now, for what storage does not keep: events (`GET
-//! /insight/events`, and Karpor's event stream for one object) and an object as it is
-//! (`/insight/detail?live=true`, [`object`]). Names reach the cluster only as validated
+//! /insight/events`, and Karpor's event stream for one object), a pod's log ([`logs`])
+//! and an object as it is (`/insight/detail?live=true`, [`object`]). Names reach the cluster only as validated
 //! types; each call is taken from the cluster's budget and each stream from the caller's
 //! ([`bounds`]); every answered object is redacted from what it is; a cluster that does
 //! not answer is a 503.
 
 pub(crate) mod bounds;
+mod logs;
 pub(crate) mod object;
 
 use std::convert::Infallible;
@@ -53,6 +54,7 @@ pub(crate) fn routes() -> Routes {
     Routes::new()
         .route(Permission::Read, routes!(events))
         .route(Permission::Read, routes!(event_stream))
+        .route(Permission::PodLogs, routes!(logs::pod_log))
 }
 
 /// The client of a registered cluster, for one call taken from the cluster's budget.

@@ -43,7 +43,8 @@ pub enum SummaryAnswer {
 #[serde(rename_all = "camelCase")]
 pub struct ClusterDetail {
     pub node_count: usize,
-    /// The API server's version at its last health check (empty when unknown here).
+    /// The API server's `gitVersion`, measured by the syncer every 30 s and by the
+    /// cluster's health check (empty when unknown here: the syncer runs apart).
     pub server_version: String,
     pub ready_nodes: usize,
     pub not_ready_nodes: usize,
@@ -58,8 +59,12 @@ pub struct ClusterDetail {
     pub pods_capacity: i64,
     /// Pods neither succeeded nor failed.
     pub pods_usage: i64,
-    /// Milliseconds of the last health check's call to the API server.
+    /// Milliseconds that measure's call to `/version` took.
     pub latency: i64,
+    /// When `serverVersion` and `latency` were measured (absent when never).
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub server_measured_at: Option<OffsetDateTime>,
     pub metrics_enabled: bool,
     pub cpu_metrics: Metrics,
     pub memory_metrics: Metrics,
@@ -247,4 +252,15 @@ pub struct StreamedEvent {
     pub count: i32,
     pub last_timestamp: String,
     pub first_timestamp: String,
+}
+
+/// One line of a pod's log stream (Karpor's `LogEntry`): with `timestamps=true`, the
+/// cluster's time of the line apart from its text; `error` alone when the stream broke.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LogLine {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

@@ -21,8 +21,8 @@ pub use clusters::{
 pub use envelope::{Envelope, ObjectOrYaml};
 pub use insight::{
     AuditData, AuditedResource, ClusterDetail, Count, CustomSummary, DetailedObject, GvkSummary,
-    Issue, IssueGroup, Metrics, NamespaceSummary, Provenance, ResourceSummary, ScoreData, Stats,
-    StreamedEvent, SummarizedResource, SummaryAnswer,
+    Issue, IssueGroup, LogLine, Metrics, NamespaceSummary, Provenance, ResourceSummary, ScoreData,
+    Stats, StreamedEvent, SummarizedResource, SummaryAnswer,
 };
 pub use resource_groups::{
     Group, GroupList, ResourceGroup, ResourceGroupRuleBody, ResourceGroupRuleView,

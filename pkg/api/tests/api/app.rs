@@ -71,6 +71,7 @@ impl Setup {
             exec: exec.clone(),
             auth: Authenticator::new(self.tokens, self.anonymous),
             read_only: self.read_only,
+            pod_logs: Role::Admin,
             live: LiveBounds::new(self.limits.live.clone(), &mut registry),
             limits: self.limits,
             audit: Default::default(),

@@ -216,6 +216,7 @@ async fn a_backend_down_is_503_without_its_address() {
         exec: exec.clone(),
         auth: Authenticator::new(vec![("ops".into(), Role::Admin, ADMIN.into())], None),
         read_only: false,
+        pod_logs: Role::Admin,
         live: LiveBounds::new(limits.live.clone(), &mut Registry::default()),
         limits,
         audit: Default::default(),

@@ -439,7 +439,9 @@ impl Connected {
         match answer {
             Ok(Ok(version)) => {
                 let latency = asked.elapsed().as_millis() as u64;
-                self.run.progress.server_answered(version.git_version, latency);
+                self.run
+                    .progress
+                    .server_answered(version.git_version, latency);
             }
             Ok(Err(e)) => tracing::debug!(error = %karpor_kube::describe(&e),
                 "cannot read the API server's version"),

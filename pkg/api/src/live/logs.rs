@@ -1,0 +1,495 @@
+//! `GET /insight/aggregator/log/pod/{cluster}/{namespace}/{name}`: a pod's log, Karpor's
+//! route and shape: server-sent `data: {timestamp, content}` frames that follow the log
+//! until the client leaves, or with `download=true` the log so far as a text attachment.
+//! Logs are the workloads' own data: reading them is its own permission
+//! (`auth.pod_logs`), each read is written to the access log, nothing of them reaches
+//! storage, and each stream holds a place among the caller's streams, is paced, and ends
+//! after `server.limits.live.log_stream_for`.
+
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Extension, Path, Query as QueryParams, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::io::{AsyncBufRead, AsyncBufReadExt};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use karpor_core::names::{self, ClusterName, ContainerName, Namespace, ObjectName};
+use kube::api::{Api, LogParams};
+use serde::Deserialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+use utoipa::IntoParams;
+
+use super::bounds::{LiveLimits, StreamSlot};
+use crate::auth::Principal;
+use crate::envelope::{ApiError, Unenveloped};
+use crate::openapi::Errors;
+use crate::types::LogLine;
+use crate::AppState;
+
+/// Lines when a stream asks for no `tailLines`, as Karpor's.
+const DEFAULT_TAIL_LINES: u32 = 1000;
+/// The longest line sent; a longer one is cut there.
+const MAX_LINE: usize = 64 << 10;
+/// How long the cluster has to start answering.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How much of a download is read at a time.
+const CHUNK: usize = 16 << 10;
+/// Where each read of a pod's log is recorded, apart from the diagnostic log.
+const ACCESS_LOG: &str = "karpor::access";
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LogQuery {
+    /// The container (the pod's only one when absent).
+    #[serde(default, deserialize_with = "names::optional")]
+    #[param(value_type = Option<String>)]
+    pub container: Option<ContainerName>,
+    /// Only lines newer than this long ago: `30s`, `5m`, `1h30m`, `2d`.
+    pub since: Option<String>,
+    /// Only lines newer than this RFC 3339 time (`since` wins when both are given).
+    pub since_time: Option<String>,
+    /// `true`: each frame's `timestamp` is the line's time, as the cluster says it.
+    #[serde(default, deserialize_with = "crate::params::lenient_bool")]
+    #[param(value_type = Option<String>)]
+    pub timestamps: bool,
+    /// The last this many lines: default 1000 when streaming, the whole log when
+    /// downloading; at most `server.limits.live.log_tail_lines`.
+    pub tail_lines: Option<String>,
+    /// `true`: the log so far as a text attachment, not followed.
+    #[serde(default, deserialize_with = "crate::params::lenient_bool")]
+    #[param(value_type = Option<String>)]
+    pub download: bool,
+}
+
+impl LogQuery {
+    /// The cluster's parameters for this request, within `limits`.
+    fn params(&self, limits: &LiveLimits) -> Result<LogParams, ApiError> {
+        let tail_lines = match self.tail_lines.as_deref().map(str::trim) {
+            Some(text) if !text.is_empty() => {
+                let lines: u32 = text.parse().map_err(|_| {
+                    ApiError::bad_request(format!("tailLines: {text:?} is not a count of lines"))
+                })?;
+                if lines == 0 || lines > limits.log_tail_lines {
+                    return Err(ApiError::bad_request(format!(
+                        "tailLines: {lines} is not within 1..={} (server.limits.live.log_tail_lines)",
+                        limits.log_tail_lines
+                    )));
+                }
+                Some(lines)
+            }
+            _ => (!self.download).then_some(DEFAULT_TAIL_LINES),
+        };
+        Ok(LogParams {
+            container: self.container.clone().map(String::from),
+            follow: !self.download,
+            limit_bytes: self
+                .download
+                .then(|| i64::try_from(limits.log_download_bytes).unwrap_or(i64::MAX)),
+            since_seconds: self.since_seconds()?,
+            tail_lines: tail_lines.map(i64::from),
+            timestamps: self.timestamps,
+            ..LogParams::default()
+        })
+    }
+
+    fn since_seconds(&self) -> Result<Option<i64>, ApiError> {
+        if let Some(since) = self.since.as_deref().filter(|s| !s.trim().is_empty()) {
+            let ago =
+                humantime_serde::re::humantime::parse_duration(since.trim()).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "since: {since:?}: {e} (say 30s, 5m, 1h30m or 2d)"
+                    ))
+                })?;
+            return Ok(Some(ago.as_secs().max(1) as i64));
+        }
+        if let Some(since) = self.since_time.as_deref().filter(|s| !s.trim().is_empty()) {
+            let at = OffsetDateTime::parse(since.trim(), &Rfc3339).map_err(|e| {
+                ApiError::bad_request(format!("sinceTime: {since:?} is not an RFC 3339 time: {e}"))
+            })?;
+            let ago = OffsetDateTime::now_utc() - at;
+            if ago.is_negative() {
+                return Err(ApiError::bad_request(format!(
+                    "sinceTime: {since:?} is in the future"
+                )));
+            }
+            return Ok(Some(ago.whole_seconds().max(1)));
+        }
+        Ok(None)
+    }
+}
+
+#[utoipa::path(get, path = "/insight/aggregator/log/pod/{cluster}/{namespace}/{name}",
+    operation_id = "podLog", tag = "stream",
+    params(("cluster" = String, Path), ("namespace" = String, Path), ("name" = String, Path), LogQuery),
+    responses((status = 200, description = "server-sent events: `data: LogLine` per line, following the log; with `download=true`, the log as a `text/plain` attachment",
+        body = LogLine, content_type = "text/event-stream"), Errors))]
+pub(crate) async fn pod_log(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    Path((cluster, namespace, pod)): Path<(ClusterName, Namespace, ObjectName)>,
+    QueryParams(query): QueryParams<LogQuery>,
+) -> Response {
+    let limits = state.live.limits().clone();
+    let params = match query.params(&limits) {
+        Ok(params) => params,
+        Err(e) => return e.into_response(),
+    };
+    let slot = match state.live.open_stream(&caller.name) {
+        Ok(slot) => slot,
+        Err(limited) => return limited.into_response(),
+    };
+    let reader = match open(&state, &cluster, &namespace, &pod, &params).await {
+        Ok(reader) => reader,
+        Err(refusal) => return refusal,
+    };
+    tracing::info!(target: ACCESS_LOG, who = %caller.name, cluster = %cluster,
+        namespace = %namespace, pod = %pod, container = params.container.as_deref().unwrap_or(""),
+        download = query.download, "pod log read");
+    let pace = Pace::new(limits.log_bytes_per_second, limits.log_stream_for);
+    let mut response = if query.download {
+        download(reader, pace, slot, &pod, params.container.as_deref())
+    } else {
+        let frames = frames(reader, query.timestamps, pace, slot);
+        Sse::new(frames)
+            .keep_alive(KeepAlive::default())
+            .into_response()
+    };
+    response.extensions_mut().insert(Unenveloped);
+    response
+}
+
+type Reader = Pin<Box<dyn AsyncBufRead + Send>>;
+
+/// The pod's log from its cluster, once the cluster has answered.
+async fn open(
+    state: &AppState,
+    cluster: &ClusterName,
+    namespace: &Namespace,
+    pod: &ObjectName,
+    params: &LogParams,
+) -> Result<Reader, Response> {
+    let client = super::client(state, cluster).await?;
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
+    match tokio::time::timeout(OPEN_TIMEOUT, pods.log_stream(pod, params)).await {
+        Ok(Ok(reader)) => Ok(Box::pin(reader)),
+        Ok(Err(kube::Error::Api(status))) => Err(refused(
+            cluster,
+            namespace,
+            pod,
+            status.code,
+            &status.message,
+        )),
+        Ok(Err(e)) => Err(super::unreachable(cluster, &e).into_response()),
+        Err(_) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("cluster {cluster:?} did not answer within {OPEN_TIMEOUT:?}"),
+        )
+        .into_response()),
+    }
+}
+
+/// The cluster's refusal, as karpor's error: what is missing, and what the cluster said.
+fn refused(
+    cluster: &ClusterName,
+    namespace: &Namespace,
+    pod: &ObjectName,
+    code: u16,
+    message: &str,
+) -> Response {
+    let (status, what) = match code {
+        401 | 403 => (
+            StatusCode::FORBIDDEN,
+            format!("cluster {cluster:?}'s credential may not read pods/log in namespace {namespace:?} (grant `get` on `pods/log`)"),
+        ),
+        404 => (StatusCode::NOT_FOUND, format!("no pod {pod:?} in namespace {namespace:?} of cluster {cluster:?}")),
+        400 => (StatusCode::BAD_REQUEST, format!("pod {pod:?} has no such log")),
+        _ => (StatusCode::SERVICE_UNAVAILABLE, format!("cluster {cluster:?} could not give pod {pod:?}'s log")),
+    };
+    ApiError::new(status, format!("{what}; the cluster said: {message}")).into_response()
+}
+
+/// How fast, and how long, one stream sends.
+struct Pace {
+    bytes_per_second: f64,
+    started: Instant,
+    until: Instant,
+    sent: u64,
+}
+
+impl Pace {
+    fn new(bytes_per_second: u32, lasting: Duration) -> Self {
+        let started = Instant::now();
+        Pace {
+            bytes_per_second: f64::from(bytes_per_second.max(1)),
+            started,
+            until: started + lasting,
+            sent: 0,
+        }
+    }
+
+    /// Waits until `bytes` more may be sent; `false` once the stream has lasted its time.
+    async fn send(&mut self, bytes: usize) -> bool {
+        self.sent += bytes as u64;
+        let due = self.started + Duration::from_secs_f64(self.sent as f64 / self.bytes_per_second);
+        if due > self.until {
+            return false;
+        }
+        tokio::time::sleep_until(due).await;
+        Instant::now() < self.until
+    }
+}
+
+/// Whatever a stream holds while it runs; its place among the streams is given back
+/// when the stream ends or its client goes away (the stream is dropped).
+struct Running {
+    reader: Reader,
+    pace: Pace,
+    _slot: StreamSlot,
+}
+
+/// The log's lines as frames, until the log ends, the stream has lasted its time, or
+/// reading fails (one `error` frame, then the end).
+fn frames(
+    reader: Reader,
+    timestamps: bool,
+    pace: Pace,
+    slot: StreamSlot,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let running = Running {
+        reader,
+        pace,
+        _slot: slot,
+    };
+    futures::stream::unfold(Some(running), move |running| async move {
+        let mut running = running?;
+        // A quiet log sends nothing for as long as it likes: the stream's time is kept
+        // while waiting for a line too.
+        let line = tokio::time::timeout_at(running.pace.until, next_line(&mut running.reader));
+        let line = match line.await {
+            Err(_) | Ok(Ok(None)) => return None,
+            Ok(Ok(Some(line))) => line,
+            Ok(Err(e)) => {
+                let broken = LogLine {
+                    timestamp: None,
+                    content: String::new(),
+                    error: Some(format!("the log stream broke: {e}")),
+                };
+                return Some((Ok(event(&broken)), None));
+            }
+        };
+        if !running.pace.send(line.len()).await {
+            return None;
+        }
+        Some((Ok(event(&log_line(&line, timestamps))), Some(running)))
+    })
+}
+
+fn event(line: &LogLine) -> SseEvent {
+    SseEvent::default().data(serde_json::to_string(line).unwrap_or_default())
+}
+
+/// A line as Karpor frames it: with timestamps, the text before the first space is the
+/// line's time.
+fn log_line(line: &[u8], timestamps: bool) -> LogLine {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end_matches('\r');
+    match text.split_once(' ') {
+        Some((at, content)) if timestamps => LogLine {
+            timestamp: Some(at.to_owned()),
+            content: content.to_owned(),
+            error: None,
+        },
+        _ => LogLine {
+            timestamp: None,
+            content: text.to_owned(),
+            error: None,
+        },
+    }
+}
+
+/// The next line without its newline, at most [`MAX_LINE`] bytes (the rest of a longer
+/// one is skipped); `None` at the end of the log.
+async fn next_line(reader: &mut Reader) -> io::Result<Option<Vec<u8>>> {
+    let mut line = Vec::new();
+    let mut read_any = false;
+    loop {
+        let buffer = reader.fill_buf().await?;
+        if buffer.is_empty() {
+            return Ok(read_any.then_some(line));
+        }
+        read_any = true;
+        let (take, ends) = match buffer.iter().position(|b| *b == b'\n') {
+            Some(at) => (at, true),
+            None => (buffer.len(), false),
+        };
+        let room = MAX_LINE.saturating_sub(line.len());
+        line.extend_from_slice(&buffer[..take.min(room)]);
+        reader.consume_unpin(if ends { take + 1 } else { take });
+        if ends {
+            return Ok(Some(line));
+        }
+    }
+}
+
+fn late() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the download took longer than server.limits.live.log_stream_for",
+    )
+}
+
+/// The log so far as a text attachment, paced like a stream; one that would outlast
+/// `log_stream_for` fails there rather than ending as if whole.
+fn download(
+    reader: Reader,
+    pace: Pace,
+    slot: StreamSlot,
+    pod: &ObjectName,
+    container: Option<&str>,
+) -> Response {
+    let running = Running {
+        reader,
+        pace,
+        _slot: slot,
+    };
+    let chunks = futures::stream::unfold(Some(running), |running| async move {
+        let mut running = running?;
+        let until = running.pace.until;
+        let chunk = match tokio::time::timeout_at(until, running.reader.fill_buf()).await {
+            Ok(Ok([])) => return None,
+            Ok(Ok(buffer)) => Bytes::copy_from_slice(&buffer[..buffer.len().min(CHUNK)]),
+            Ok(Err(e)) => return Some((Err(e), None)),
+            Err(_) => return Some((Err(late()), None)),
+        };
+        running.reader.consume_unpin(chunk.len());
+        if !running.pace.send(chunk.len()).await {
+            // Cut short, said so: the body fails rather than looking whole.
+            return Some((Err(late()), None));
+        }
+        Some((Ok::<_, io::Error>(chunk), Some(running)))
+    });
+    // Names are validated types: nothing in them needs quoting.
+    let file = format!("{pod}-{}.log", container.unwrap_or("pod"));
+    let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{file}\""))
+        .unwrap_or_else(|_| HeaderValue::from_static("attachment"));
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            ),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        Body::from_stream(chunks.boxed()),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(text: &str) -> Result<LogParams, ApiError> {
+        let query: LogQuery = serde_urlencoded::from_str(text).unwrap();
+        query.params(&LiveLimits::default())
+    }
+
+    #[test]
+    fn karpors_parameters_become_the_clusters() {
+        let streamed = query("container=web&timestamps=true").unwrap();
+        assert_eq!(
+            (
+                streamed.follow,
+                streamed.tail_lines,
+                streamed.timestamps,
+                streamed.limit_bytes
+            ),
+            (true, Some(1000), true, None)
+        );
+        assert_eq!(streamed.container.as_deref(), Some("web"));
+        let downloaded = query("download=true").unwrap();
+        assert_eq!((downloaded.follow, downloaded.tail_lines), (false, None));
+        assert_eq!(downloaded.limit_bytes, Some(32 << 20));
+        assert_eq!(query("since=1h30m").unwrap().since_seconds, Some(5400));
+        assert_eq!(
+            query("since=2d&sinceTime=2020-01-01T00:00:00Z")
+                .unwrap()
+                .since_seconds,
+            Some(172_800)
+        );
+        let since = query("sinceTime=2020-01-01T00:00:00.000Z")
+            .unwrap()
+            .since_seconds
+            .unwrap();
+        assert!(since > 150_000_000, "{since}");
+        assert_eq!(query("tailLines=10").unwrap().tail_lines, Some(10));
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_naming_the_parameter() {
+        for (text, says) in [
+            ("tailLines=x", "tailLines"),
+            ("tailLines=0", "tailLines"),
+            ("tailLines=10001", "log_tail_lines"),
+            ("since=soon", "since"),
+            ("sinceTime=yesterday", "sinceTime"),
+            ("sinceTime=2999-01-01T00:00:00Z", "future"),
+        ] {
+            let refused = query(text).unwrap_err();
+            assert!(
+                refused.message.contains(says),
+                "{text}: {}",
+                refused.message
+            );
+        }
+        assert!(serde_urlencoded::from_str::<LogQuery>("container=../x").is_err());
+    }
+
+    #[test]
+    fn lines_are_framed_as_karpor_frames_them() {
+        assert_eq!(
+            log_line(b"2024-05-01T10:00:00.1Z GET / 200\r", true),
+            LogLine {
+                timestamp: Some("2024-05-01T10:00:00.1Z".into()),
+                content: "GET / 200".into(),
+                error: None
+            }
+        );
+        assert_eq!(log_line(b"GET / 200", false).content, "GET / 200");
+        assert_eq!(log_line(b"GET / 200", false).timestamp, None);
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_cut_and_the_last_line_kept() {
+        let mut text = vec![b'a'; MAX_LINE + 10];
+        text.extend_from_slice(b"\nsecond\nlast");
+        let mut reader: Reader = Box::pin(futures::io::Cursor::new(text));
+        assert_eq!(
+            next_line(&mut reader).await.unwrap().unwrap().len(),
+            MAX_LINE
+        );
+        assert_eq!(next_line(&mut reader).await.unwrap().unwrap(), b"second");
+        assert_eq!(next_line(&mut reader).await.unwrap().unwrap(), b"last");
+        assert_eq!(next_line(&mut reader).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_paced_and_ends_on_time() {
+        let mut pace = Pace::new(10_000, Duration::from_secs(10));
+        let started = Instant::now();
+        assert!(pace.send(1_000).await);
+        assert!(pace.send(1_000).await);
+        // 2,000 bytes at 10,000 a second: not sent before 0.2 s.
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        assert!(!pace.send(200_000).await, "past its time");
+    }
+}

@@ -1,0 +1,176 @@
+//! `karpor logs CLUSTER/NAMESPACE/POD [-c C] [-f] [--tail N]`: a pod's log through the
+//! server (which reads it from the cluster; it never passes through storage). Without
+//! `-f` the log so far (the server's download); with `-f` its stream, line by line, until
+//! interrupted or the server ends it.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use karpor_api::types::{Envelope, LogLine};
+use serde_json::Value;
+
+use super::{describe, encode, finish, refused, token, Failed, Refusal, EXIT_UNREACHABLE};
+use crate::args::LogsArgs;
+
+/// A followed log sends a keep-alive at least this often; silence longer than this is a
+/// dead connection.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(crate) async fn run(args: &LogsArgs) -> ExitCode {
+    finish(logs(args).await)
+}
+
+/// `(cluster, namespace, pod)` of `CLUSTER/NAMESPACE/POD`.
+fn target(text: &str) -> Result<(&str, &str, &str), Failed> {
+    match text.split('/').collect::<Vec<_>>().as_slice() {
+        [cluster, namespace, pod] if ![cluster, namespace, pod].iter().any(|p| p.is_empty()) => {
+            Ok((cluster, namespace, pod))
+        }
+        _ => Err(refused(format!("{text:?}: give CLUSTER/NAMESPACE/POD"))),
+    }
+}
+
+/// The request's path and query.
+fn path(args: &LogsArgs) -> Result<String, Failed> {
+    let (cluster, namespace, pod) = target(&args.target)?;
+    let mut query = vec![format!("download={}", !args.follow)];
+    if let Some(container) = &args.container {
+        query.push(format!("container={}", encode(container)));
+    }
+    if let Some(tail) = args.tail {
+        query.push(format!("tailLines={tail}"));
+    }
+    if let Some(since) = &args.since {
+        query.push(format!("since={}", encode(since)));
+    }
+    if args.timestamps {
+        query.push("timestamps=true".to_owned());
+    }
+    Ok(format!(
+        "{}/insight/aggregator/log/pod/{}/{}/{}?{}",
+        karpor_api::PREFIX,
+        encode(cluster),
+        encode(namespace),
+        encode(pod),
+        query.join("&")
+    ))
+}
+
+async fn logs(args: &LogsArgs) -> Result<(), Failed> {
+    let url = format!("{}{}", super::base_url(&args.server.server), path(args)?);
+    let http = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(READ_TIMEOUT)
+        .build()
+        .map_err(|e| Failed(EXIT_UNREACHABLE, format!("cannot make an HTTP client: {e}")))?;
+    let mut request = http.get(&url);
+    if let Some(token) = token(&args.server)? {
+        request = request.bearer_auth(token);
+    }
+    let mut response = request.send().await.map_err(|e| {
+        Failed(
+            EXIT_UNREACHABLE,
+            format!("cannot reach {}: {e}", args.server.server),
+        )
+    })?;
+    let status = response.status();
+    if !status.is_success() {
+        let text = response.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<Envelope<Value>>(&text)
+            .map(|e| e.message)
+            .unwrap_or(text);
+        return Err(refused(describe(&Refusal { status, message })));
+    }
+    let mut frames = Frames::default();
+    let mut out = std::io::stdout().lock();
+    loop {
+        let chunk = response
+            .chunk()
+            .await
+            .map_err(|e| Failed(EXIT_UNREACHABLE, format!("the log stream broke: {e}")))?;
+        let Some(chunk) = chunk else {
+            return Ok(());
+        };
+        if !args.follow {
+            if !write(&mut out, &chunk)? {
+                return Ok(());
+            }
+            continue;
+        }
+        for line in frames.push(&chunk) {
+            if let Some(error) = line.error {
+                return Err(refused(error));
+            }
+            let text = match line.timestamp {
+                Some(at) => format!("{at} {}\n", line.content),
+                None => format!("{}\n", line.content),
+            };
+            if !write(&mut out, text.as_bytes())? {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// `false` when the reader has gone: a closed pipe (`| head`) ends the command quietly.
+fn write(out: &mut impl std::io::Write, bytes: &[u8]) -> Result<bool, Failed> {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(refused(format!("cannot write the log: {e}"))),
+    }
+}
+
+/// Server-sent event frames, from chunks that may split them anywhere.
+#[derive(Default)]
+struct Frames {
+    pending: Vec<u8>,
+}
+
+impl Frames {
+    /// The log lines of every `data:` line completed by `chunk`; comments (keep-alives)
+    /// and other fields are skipped.
+    fn push(&mut self, chunk: &[u8]) -> Vec<LogLine> {
+        self.pending.extend_from_slice(chunk);
+        let mut lines = Vec::new();
+        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
+            if let Some(data) = line.trim_end_matches(['\r', '\n']).strip_prefix("data:") {
+                if let Ok(parsed) = serde_json::from_str::<LogLine>(data.trim_start()) {
+                    lines.push(parsed);
+                }
+            }
+        }
+        lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_split_anywhere_are_put_back_together() {
+        let mut frames = Frames::default();
+        assert!(frames
+            .push(b": keep-alive\n\ndata: {\"content\":\"one")
+            .is_empty());
+        let lines = frames.push(b"\"}\n\ndata: {\"timestamp\":\"t\",\"content\":\"two\"}\n\n");
+        let contents: Vec<_> = lines.iter().map(|l| l.content.as_str()).collect();
+        assert_eq!(contents, ["one", "two"]);
+        assert_eq!(lines[1].timestamp.as_deref(), Some("t"));
+    }
+
+    #[test]
+    fn targets_name_cluster_namespace_and_pod() {
+        assert_eq!(
+            target("prod/shop/web-1").ok(),
+            Some(("prod", "shop", "web-1"))
+        );
+        for bad in ["prod/web-1", "prod//web-1", "a/b/c/d"] {
+            assert!(target(bad).is_err(), "{bad}");
+        }
+    }
+}
