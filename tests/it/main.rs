@@ -15,6 +15,7 @@ mod helm_chart;
 mod karpor_contract;
 mod logs;
 mod metadata_cli;
+mod pod_logs;
 mod smoke;
 mod split_deployment;
 mod sync_rules;

@@ -143,27 +143,9 @@ async fn the_placeholder_page_is_served_at_the_root() {
 async fn serves_tls_when_configured() {
     let karpor_dir = tempfile::tempdir().unwrap();
     let dir = karpor_dir.path();
-    let status = Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args([
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ])
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .arg("-keyout")
-        .arg(dir.join("tls.key"))
-        .arg("-out")
-        .arg(dir.join("tls.crt"))
-        .output()
-        .unwrap();
-    assert!(status.status.success(), "openssl: {status:?}");
+    let cert = karpor_testkit::tls::self_signed(dir);
     let config = "server: {tls: {cert_file: tls.crt, key_file: tls.key}}\n";
     let karpor = Spawn::serve(config).in_dir(dir).start();
-    let cert = std::fs::read(dir.join("tls.crt")).unwrap();
     let client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(&cert).unwrap())
         .build()

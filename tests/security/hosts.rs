@@ -145,26 +145,10 @@ async fn malformed_hosts_foreign_targets_and_cross_scheme_origins_are_refused() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_server_refuses_writes_from_plain_http_origins() {
     let dir = tempfile::tempdir().unwrap();
-    let made = std::process::Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args([
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ])
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .args(["-keyout", "tls.key", "-out", "tls.crt"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "openssl: {made:?}");
+    let cert = karpor_testkit::tls::self_signed(dir.path());
     let config =
         "server: {tls: {cert_file: tls.crt, key_file: tls.key}}\nshutdown: {drain_delay: 1s}\n";
     let karpor = Spawn::serve(config).in_dir(dir.path()).start();
-    let cert = std::fs::read(dir.path().join("tls.crt")).unwrap();
     let client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(&cert).unwrap())
         .build()

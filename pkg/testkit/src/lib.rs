@@ -1,14 +1,18 @@
 //! The test harness shared by every karpor crate's tests and benchmarks: the test
 //! services' addresses ([`service`]) and private instances a test may kill
 //! ([`services`]), the real binary as a process ([`process`]), a REST API client
-//! ([`api`]), member clusters driven through kube-rs ([`cluster`]).
+//! ([`api`]), member clusters driven through kube-rs ([`cluster`]), a kubelet stand-in
+//! for what a kube-apiserver proxies to a node ([`kubelet`]), a self-signed certificate
+//! ([`tls`]).
 
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
 pub mod api;
 pub mod cluster;
+pub mod kubelet;
 pub mod process;
 pub mod services;
+pub mod tls;
 
 /// The address of a service started by `scripts/test.sh` (`KARPOR_TEST_*`). Missing, it
 /// fails the test under CI and skips it, with the reason printed, elsewhere.

@@ -321,3 +321,17 @@ pub fn import(dir: &Path, config: &str, clusters: &[(&str, &str)], sync_rules: s
 
 /// The embedded default config, with a short drain so tests stop quickly.
 pub const EMBEDDED: &str = "shutdown: {drain_delay: 1s}\n";
+
+/// Runs `work` to its end on a thread with a runtime of its own: for a `Drop` (which
+/// cannot await, and may run outside any runtime). `false` when it panicked.
+pub fn finish_apart(work: impl std::future::Future<Output = ()> + Send + 'static) -> bool {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for the clean-up")
+            .block_on(work);
+    })
+    .join()
+    .is_ok()
+}
