@@ -40,7 +40,7 @@ async fn karpors_clients_work_unchanged_on_etcd_and_elasticsearch() {
 
 async fn contract(karpor: &Karpor, storage: &StorageConfig, backend: &str) {
     let admin = Client::local_admin(karpor);
-    server_configs_and_endpoints(karpor, backend).await;
+    server_configs_and_endpoints(karpor, &admin, backend).await;
     authn(karpor, &admin).await;
     clusters(&admin).await;
     seed(storage).await;
@@ -48,18 +48,101 @@ async fn contract(karpor: &Karpor, storage: &StorageConfig, backend: &str) {
     insight(&admin).await;
     resource_groups(&admin).await;
     ai_routes(karpor, &admin).await;
+    namespaces_and_groups(storage, &admin).await;
     admin.assert_no_secret_answered();
+}
+
+/// What Karpor's namespace and resource group pages ask: a namespace's detail is its
+/// Namespace object; a label group's topology is the graph of kinds of each cluster that
+/// holds matching objects, keyed by cluster.
+async fn namespaces_and_groups(config: &StorageConfig, admin: &Client) {
+    let storage = karpor_storage::connect(config).await.unwrap();
+    let mut elsewhere = document("Pod", "shop", "web-2", json!({}));
+    elsewhere.cluster = "other".to_owned();
+    storage
+        .upsert(&[document("Namespace", "", "shop", json!({})), elsewhere])
+        .await
+        .unwrap();
+    let (code, namespace) = admin
+        .call(
+            "GET",
+            "/rest-api/v1/insight/detail?cluster=prod&namespace=shop",
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{namespace}");
+    assert_eq!(
+        (
+            &namespace["data"]["kind"],
+            &namespace["data"]["metadata"]["name"]
+        ),
+        (&json!("Namespace"), &json!("shop")),
+        "{namespace}"
+    );
+    let (code, yaml) = admin
+        .call(
+            "GET",
+            "/rest-api/v1/insight/detail?cluster=prod&namespace=shop&format=yaml",
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{yaml}");
+    assert!(
+        yaml["data"].as_str().unwrap().contains("kind: Namespace"),
+        "{yaml}"
+    );
+
+    let (code, graph) = admin
+        .call(
+            "GET",
+            "/rest-api/v1/insight/topology?labels=app%3Dweb",
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{graph}");
+    let by_cluster = graph["data"].as_object().unwrap();
+    assert_eq!(
+        by_cluster.keys().collect::<Vec<_>>(),
+        ["other", "prod"],
+        "{graph}"
+    );
+    assert_eq!(by_cluster["prod"][".v1.Pod"]["count"], 1, "{graph}");
+    assert_eq!(
+        by_cluster["prod"]["apps.v1.Deployment"]["count"], 1,
+        "{graph}"
+    );
+    assert_eq!(by_cluster["other"][".v1.Pod"]["count"], 1, "{graph}");
+    assert!(by_cluster["prod"].get(".v1.ConfigMap").is_none(), "{graph}");
+    let (code, graph) = admin
+        .call(
+            "GET",
+            "/rest-api/v1/insight/topology?cluster=prod&labels=app%3Dweb",
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{graph}");
+    let clusters: Vec<&String> = graph["data"].as_object().unwrap().keys().collect();
+    assert_eq!(clusters, ["prod"], "{graph}");
 }
 
 /// `/server-configs` outside the envelope with the fields Karpor's page reads;
 /// `/endpoints` as sorted `METHOD\tPATH` lines.
-async fn server_configs_and_endpoints(karpor: &Karpor, backend: &str) {
+async fn server_configs_and_endpoints(karpor: &Karpor, admin: &Client, backend: &str) {
     let response = reqwest::get(karpor.url("/server-configs")).await.unwrap();
     assert_eq!(response.status(), 200);
     let configs: Value = response.json().await.unwrap();
     assert!(configs.get("success").is_none(), "not enveloped: {configs}");
-    assert_eq!(configs["CoreOptions"]["ReadOnlyMode"], false, "{configs}");
-    assert_eq!(configs["CoreOptions"]["EnableRBAC"], true, "{configs}");
+    // On loopback, anonymous callers read: every page without a login, no write buttons.
+    assert_eq!(configs["CoreOptions"]["ReadOnlyMode"], true, "{configs}");
+    assert_eq!(configs["CoreOptions"]["EnableRBAC"], false, "{configs}");
+    let response = admin
+        .request(reqwest::Method::GET, "/server-configs")
+        .send()
+        .await
+        .unwrap();
+    let as_admin: Value = response.json().await.unwrap();
+    assert_eq!(as_admin["CoreOptions"]["ReadOnlyMode"], false, "{as_admin}");
+    assert_eq!(as_admin["CoreOptions"]["EnableRBAC"], true, "{as_admin}");
     assert!(configs["Version"].as_str().unwrap().starts_with('v'));
     assert_eq!(configs["AIOptions"]["AIModel"], "", "AI is off: {configs}");
     assert_eq!(
@@ -403,8 +486,31 @@ async fn insight(admin: &Client) {
     assert!(yaml["data"].as_str().unwrap().contains("kind: Deployment"));
 }
 
-/// Rules named in the body, any field (labels too), groups as `{fields, groups}`.
+/// Karpor's built-in `namespace` rule (its Insight page opens on it) is there from the
+/// start; rules named in the body, any field (labels too), groups as `{fields, groups}`.
 async fn resource_groups(admin: &Client) {
+    let (code, built_in) = admin
+        .call("GET", "/rest-api/v1/resource-group-rule/namespace", None)
+        .await;
+    assert_eq!(code, 200, "{built_in}");
+    assert_eq!(built_in["data"]["fields"], json!(["namespace"]));
+    assert_eq!(
+        built_in["data"]["description"],
+        "Default resource group rule for namespace"
+    );
+    let (code, groups) = admin
+        .call("GET", "/rest-api/v1/resource-groups/namespace", None)
+        .await;
+    assert_eq!(code, 200, "{groups}");
+    assert_eq!(groups["data"]["fields"], json!(["namespace"]));
+    assert!(
+        groups["data"]["groups"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"namespace": "shop"})),
+        "{groups}"
+    );
+
     let rule = json!({"name": "apps", "description": "by app", "fields": ["kind", "labels.app"]});
     let (code, created) = admin
         .call("POST", "/rest-api/v1/resource-group-rule", Some(rule))
@@ -415,8 +521,8 @@ async fn resource_groups(admin: &Client) {
         .await;
     assert_eq!(code, 200);
     let rules = rules["data"].as_array().unwrap().clone();
-    assert_eq!(rules.len(), 1);
-    assert_eq!(rules[0]["name"], "apps");
+    let names: Vec<&str> = rules.iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, ["apps", "namespace"]);
     assert_eq!(rules[0]["fields"], json!(["kind", "labels.app"]));
     assert!(rules[0]["id"].is_string());
 

@@ -4,7 +4,8 @@
 //! cluster, a keyword search, an SQL search whose row opens the object as YAML, an empty
 //! result's hint, a bad query's message, refreshes that never overlap on a slow server,
 //! and the Storage check turning red once its server is killed, the clusters still
-//! listed. No console errors. The driver is tests/ui/browser.mjs (playwright-core); a
+//! listed; a pod's log, its last lines and then followed (from a kubelet stand-in). No
+//! console errors. The driver is tests/ui/browser.mjs (playwright-core); a
 //! screenshot lands in target/.
 
 use std::process::Command;
@@ -35,7 +36,7 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
     // Anonymous read off: the page must ask for the guest token once.
     let config = format!(
         "shutdown: {{drain_delay: 1s}}\nstorage: {{backend: elasticsearch, url: \"{}\"}}\n\
-         auth: {{anonymous: none, tokens: [{{name: viewer, role: guest, token: {GUEST}}}]}}\n",
+         auth: {{anonymous: none, pod_logs: guest, tokens: [{{name: viewer, role: guest, token: {GUEST}}}]}}\n",
         elastic.url()
     );
     let karpor = Spawn::serve(&config).in_dir(dir.path()).start();
@@ -127,6 +128,23 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
     )
     .await;
 
+    // A pod on a node whose kubelet is the test's: its log, read through the page.
+    let kubelet = karpor_testkit::kubelet::Kubelet::start(
+        (1..=30).map(|i| format!("page line {i}")).collect(),
+    );
+    let node = kubelet.node(&kube).await;
+    let log_pod = "ui-logs";
+    karpor_testkit::kubelet::pod(&kube, &ns, log_pod, &node, &["app"]).await;
+    let pod_query = karpor_search::parse(&format!(
+        "select * from resources where kind = 'Pod' and name = '{log_pod}' and namespace = '{ns}'"
+    ))
+    .unwrap();
+    wait_for(Duration::from_secs(60), "the pod is synced", || {
+        let (storage, query) = (storage.clone(), pod_query.clone());
+        async move { matches!(storage.search(&query, 0, 1).await, Ok(r) if r.total == 1) }
+    })
+    .await;
+
     let screenshot = format!("{root}/target/ui-placeholder.png");
     let output = Command::new("node")
         .arg(format!("{root}/tests/ui/browser.mjs"))
@@ -135,6 +153,8 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         .env("KARPOR_QUERY", query)
         .env("KARPOR_EXPECT_NAME", "kube-system")
         .env("KARPOR_AUDIT_NAME", flawed)
+        .env("KARPOR_LOG_POD", log_pod)
+        .env("KARPOR_LOG_LINE", "page line 30")
         .env("KARPOR_KILL_PID", elastic.process.pid().to_string())
         .env("KARPOR_SCREENSHOT", &screenshot)
         .env("KARPOR_CHROMIUM", &chromium)
@@ -148,5 +168,15 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         karpor.logs()
     );
     assert!(std::path::Path::new(&screenshot).exists());
+    assert!(
+        kubelet
+            .requests()
+            .iter()
+            .any(|r| r.contains("/containerLogs/") && r.contains("follow=true")),
+        "the page followed the log: {:?}",
+        kubelet.requests()
+    );
+    karpor_testkit::kubelet::delete_pods(&kube, &ns).await;
     kube.delete_namespace(&ns).await;
+    node.delete().await;
 }

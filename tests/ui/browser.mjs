@@ -130,6 +130,24 @@ try {
     .some((td) => /^\d+\.\d \(\d+ findings\)$/.test(td.textContent)));
   console.log(`cluster score: ${await page.locator("#clusters td[data-cluster]").first().innerText()}`);
 
+  // A pod's log: its last lines when its detail opens, then followed on request.
+  const logPod = env("KARPOR_LOG_POD");
+  await page.selectOption("#mode", "keyword");
+  await page.fill("#query", logPod);
+  await page.click("#search-form button");
+  const podRow = page.locator("#results tbody tr", { hasText: logPod }).filter({ hasText: "Pod" }).first();
+  await podRow.waitFor();
+  await podRow.click();
+  await page.locator("#logs-panel").waitFor({ state: "visible" });
+  const lastLine = env("KARPOR_LOG_LINE");
+  await page.waitForFunction((line) => document.getElementById("logs").textContent.includes(line), lastLine);
+  console.log(`logs of ${logPod}: ${(await page.locator("#logs").innerText()).split("\n").length} lines, the last one ${lastLine}`);
+  await page.click("#logs-follow");
+  await page.waitForFunction(() => /follow \d+/.test(document.getElementById("logs").textContent));
+  await page.click("#logs-stop");
+  console.log(`followed: ${(await page.locator("#logs").innerText()).split("\n").filter((l) => l.includes("follow")).length} new lines, then stopped`);
+  if (consoleErrors.length > 0) throw new Error(`console errors: ${consoleErrors.join("; ")}`);
+
   // Nothing found says why it may be so.
   await page.fill("#query", "no-such-thing-anywhere");
   await page.click("#search-form button");
