@@ -14,9 +14,9 @@ use utoipa_axum::routes;
 
 use crate::auth::{Authentication, Caller};
 use crate::envelope::{ApiResult, Reply};
-use crate::Role;
 use crate::openapi::Errors;
 use crate::types::Envelope;
+use crate::Role;
 
 /// `/server-configs`'s path (outside [`crate::PREFIX`], as in Karpor).
 pub(crate) const SERVER_CONFIGS: &str = "/server-configs";

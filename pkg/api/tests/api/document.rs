@@ -102,7 +102,12 @@ async fn every_documented_operation_reaches_its_handler() {
 
 async fn server_configs_for(api: &Api, client: &Client<'_>) -> Value {
     let response = api
-        .raw(client.request("GET", "/server-configs").body(Body::empty()).unwrap())
+        .raw(
+            client
+                .request("GET", "/server-configs")
+                .body(Body::empty())
+                .unwrap(),
+        )
         .await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
@@ -145,7 +150,12 @@ async fn server_configs_answer_for_the_caller() {
         .await;
         let stale = api.client(Some("a-token-nobody-issued"));
         let cases = [
-            ("nobody", api.anonymous(), anonymous.is_none(), anonymous.is_some() || read_only),
+            (
+                "nobody",
+                api.anonymous(),
+                anonymous.is_none(),
+                anonymous.is_some() || read_only,
+            ),
             ("an admin", api.admin(), true, read_only),
             ("a guest", api.guest(), true, true),
             ("a stale token", stale, true, read_only),
