@@ -7,7 +7,7 @@
 
 use karpor_storage::{ElasticConfig, RefreshPolicy, ResourceDocument, StorageConfig};
 use karpor_testkit::api::{Client, SECRETS};
-use karpor_testkit::process::{Karpor, Spawn};
+use karpor_testkit::process::{Karpor, Spawn, EMBEDDED};
 use karpor_testkit::services::{Elastic, Etcd};
 use serde_json::{json, Value};
 
@@ -36,6 +36,32 @@ async fn karpors_clients_work_unchanged_on_etcd_and_elasticsearch() {
         refresh: RefreshPolicy::True,
     });
     contract(&karpor, &storage, "elasticsearch").await;
+}
+
+/// Karpor's `namespace` resource group rule on the embedded default: made at the first
+/// start (its Insight page opens on it), left deleted once a user deletes it, across a
+/// restart; a read-only server makes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_built_in_namespace_rule_is_made_once_on_the_embedded_default() {
+    const RULE: &str = "/rest-api/v1/resource-group-rule/namespace";
+    let mut karpor = Spawn::serve(EMBEDDED).start();
+    let admin = Client::local_admin(&karpor);
+    let (code, rule) = admin.call("GET", RULE, None).await;
+    assert_eq!(code, 200, "{rule}");
+    assert_eq!(rule["data"]["fields"], json!(["namespace"]));
+    let (code, deleted) = admin.call("DELETE", RULE, None).await;
+    assert_eq!(code, 200, "{deleted}");
+    karpor.signal("TERM");
+    assert!(karpor.wait_exit(std::time::Duration::from_secs(10)).is_some());
+    karpor.serve_again(EMBEDDED);
+    let admin = Client::local_admin(&karpor);
+    let (code, rule) = admin.call("GET", RULE, None).await;
+    assert_eq!(code, 404, "deleted stays deleted: {rule}");
+
+    let read_only =
+        Spawn::serve("server: {read_only: true}\nshutdown: {drain_delay: 1s}\n").start();
+    let (code, rule) = Client::new(&read_only).call("GET", RULE, None).await;
+    assert_eq!(code, 404, "a read-only server writes nothing: {rule}");
 }
 
 async fn contract(karpor: &Karpor, storage: &StorageConfig, backend: &str) {

@@ -6,15 +6,44 @@ use std::collections::BTreeMap;
 use karpor_core::model::RelationRule;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
-use utoipa::ToSchema;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{PartialSchema, ToSchema};
 
-/// A topology by cluster name: a resource's graph by node id, or a namespace's or a
-/// cluster's graph by kind id.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+/// A topology by cluster name: a resource's graph by node id, or a namespace's, a
+/// cluster's or a resource group's graph by kind id.
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum TopologyAnswer {
     Resources(BTreeMap<String, BTreeMap<String, ResourceNode>>),
     Kinds(BTreeMap<String, BTreeMap<String, KindNode>>),
+}
+
+/// Documented as one shape, by cluster then by node id, each node a resource's or a
+/// kind's: as two shapes, an answer with no cluster (`{}`) would match both.
+impl utoipa::PartialSchema for TopologyAnswer {
+    fn schema() -> RefOr<Schema> {
+        let node = OneOfBuilder::new()
+            .item(Ref::from_schema_name(ResourceNode::name()))
+            .item(Ref::from_schema_name(KindNode::name()));
+        let node = AdditionalProperties::RefOr(RefOr::T(Schema::OneOf(node.build())));
+        let by_node = ObjectBuilder::new().additional_properties(Some(node));
+        ObjectBuilder::new()
+            .additional_properties(Some(by_node))
+            .description(Some(
+                "by cluster name, then by node id: a resource's graph (`ResourceNode`s) or a graph of kinds (`KindNode`s)",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for TopologyAnswer {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((ResourceNode::name().into(), ResourceNode::schema()));
+        <ResourceNode as ToSchema>::schemas(schemas);
+        schemas.push((KindNode::name().into(), KindNode::schema()));
+        <KindNode as ToSchema>::schemas(schemas);
+    }
 }
 
 /// Karpor's `ResourceGroup` as topology answers it: one object or one kind.

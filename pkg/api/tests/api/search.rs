@@ -544,3 +544,64 @@ async fn karpors_page_reads_search_insight_and_groups_unchanged() {
     assert_eq!(updated["data"]["fields"], json!(["namespace"]), "{updated}");
     api.assert_no_secret_answered();
 }
+
+/// What Karpor's namespace and group pages ask, on the embedded default: a namespace's
+/// detail is its Namespace object (or its YAML); a label group's topology is the graph
+/// of kinds of each cluster holding matching objects, keyed by cluster, only the named
+/// cluster's when one is given.
+#[tokio::test]
+async fn karpors_namespace_and_group_pages_read_unchanged() {
+    let api = Setup::default().start().await;
+    karpors_documents(&api).await;
+    api.storage
+        .upsert(&[
+            document("prod", "Namespace", "", "shop", json!({})),
+            document("other", "Pod", "shop", "web-2", json!({})),
+        ])
+        .await
+        .unwrap();
+    let admin = api.admin();
+    let namespace = data(
+        &admin,
+        "/rest-api/v1/insight/detail?cluster=prod&namespace=shop",
+    )
+    .await;
+    assert_eq!(
+        (&namespace["kind"], &namespace["metadata"]["name"]),
+        (&json!("Namespace"), &json!("shop")),
+        "{namespace}"
+    );
+    let yaml = data(
+        &admin,
+        "/rest-api/v1/insight/detail?cluster=prod&namespace=shop&format=yaml",
+    )
+    .await;
+    assert!(yaml.as_str().unwrap().contains("kind: Namespace"), "{yaml}");
+    let (code, missing) = admin
+        .call(
+            "GET",
+            "/rest-api/v1/insight/detail?cluster=prod&namespace=tools",
+            None,
+        )
+        .await;
+    assert_eq!(code, 404, "no Namespace object stored for tools: {missing}");
+
+    let graph = data(&admin, "/rest-api/v1/insight/topology?labels=app%3Dweb").await;
+    let clusters: Vec<&String> = graph.as_object().unwrap().keys().collect();
+    assert_eq!(clusters, ["other", "prod"], "{graph}");
+    assert_eq!(graph["prod"][".v1.Pod"]["count"], 1, "{graph}");
+    assert_eq!(graph["prod"]["apps.v1.Deployment"]["count"], 1, "{graph}");
+    assert_eq!(graph["prod"][".v1.Pod"]["resourceGroup"]["cluster"], "prod");
+    assert_eq!(graph["other"][".v1.Pod"]["count"], 1, "{graph}");
+    assert!(graph["prod"].get(".v1.ConfigMap").is_none(), "{graph}");
+    let graph = data(
+        &admin,
+        "/rest-api/v1/insight/topology?cluster=prod&labels=app%3Dweb",
+    )
+    .await;
+    let clusters: Vec<&String> = graph.as_object().unwrap().keys().collect();
+    assert_eq!(clusters, ["prod"], "{graph}");
+    let graph = data(&admin, "/rest-api/v1/insight/topology?labels=app%3Dnothing").await;
+    assert_eq!(graph, json!({}), "no cluster holds a match");
+    api.assert_no_secret_answered();
+}
