@@ -52,7 +52,9 @@ async fn the_built_in_namespace_rule_is_made_once_on_the_embedded_default() {
     let (code, deleted) = admin.call("DELETE", RULE, None).await;
     assert_eq!(code, 200, "{deleted}");
     karpor.signal("TERM");
-    assert!(karpor.wait_exit(std::time::Duration::from_secs(10)).is_some());
+    assert!(karpor
+        .wait_exit(std::time::Duration::from_secs(10))
+        .is_some());
     karpor.serve_again(EMBEDDED);
     let admin = Client::local_admin(&karpor);
     let (code, rule) = admin.call("GET", RULE, None).await;
