@@ -68,6 +68,9 @@ pub(crate) enum Command {
     /// A pod's log through a running server (`CLUSTER/NAMESPACE/POD`): the last lines, or
     /// with `-f` followed until interrupted.
     Logs(LogsArgs),
+    /// Who the server takes you for (the token's name and role) and what you may do
+    /// there.
+    Whoami(WhoamiArgs),
     /// Print a shell completion script (`source <(karpor completion bash)`).
     Completion {
         /// The shell.
@@ -323,6 +326,14 @@ pub(crate) struct DescribeArgs {
     #[command(flatten)]
     pub server: ServerArgs,
     /// `yaml` or `json`: the object itself.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WhoamiArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -11,6 +11,7 @@ mod output;
 pub(crate) mod relation;
 pub(crate) mod rule;
 pub(crate) mod search;
+pub(crate) mod whoami;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -198,6 +198,21 @@ shutdown: {drain_delay: 1s}
     ));
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "NAME   DISPLAY NAME   SERVER   SYNC   OBJECTS\n");
+    // Who the server takes the token for, and what it may do.
+    let (code, out, err) = text(&karpor(
+        &["whoami"],
+        &url,
+        server.dir(),
+        &[("KARPOR_TOKEN", "cli-admin-token")],
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "user: ops\nrole: admin\nmay:  read, write, admin, pod-logs\n"
+    );
+    let (code, _, err) = text(&karpor(&["whoami"], &url, server.dir(), &[]));
+    assert_eq!(code, 1, "no anonymous reads here");
+    assert!(err.contains("401"), "{err}");
     let (code, _, err) = text(&karpor(
         &["search", "select * from resources"],
         &url,

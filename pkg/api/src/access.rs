@@ -43,6 +43,14 @@ impl Permission {
         }
     }
 
+    /// Whether each use is a line of the access log: writes, admin actions and pod logs.
+    pub fn audited(self) -> bool {
+        matches!(
+            self,
+            Permission::Write | Permission::Admin | Permission::PodLogs
+        )
+    }
+
     pub fn allowed_when_read_only(self) -> bool {
         self != Permission::Write
     }
@@ -199,13 +207,50 @@ async fn authorize(
         )
         .into_response();
     };
+    let audited = permission.audited().then(|| Access {
+        who: match &caller {
+            Caller::Known(principal) => principal.name.clone(),
+            Caller::Refused(_) => "unknown".to_owned(),
+        },
+        permission,
+        method: request.method().clone(),
+        uri: request.uri().clone(),
+    });
     if let Some(refusal) = permission.refusal(&caller, grants) {
+        if let Some(access) = audited {
+            access.record("refused", refusal.status());
+        }
         return refusal;
     }
     if let Caller::Known(principal) = caller {
         request.extensions_mut().insert::<Principal>(principal);
     }
-    next.run(request).await
+    let response = next.run(request).await;
+    if let Some(access) = audited {
+        access.record("allowed", response.status());
+    }
+    response
+}
+
+/// Where every write and every sensitive read is recorded, one line each, apart from the
+/// diagnostic log (a subscriber can route this target elsewhere).
+pub(crate) const ACCESS_LOG: &str = "karpor::access";
+
+/// One request to a route whose use is recorded: who, what, on which object (the path
+/// and query name it).
+struct Access {
+    who: String,
+    permission: Permission,
+    method: Method,
+    uri: axum::http::Uri,
+}
+
+impl Access {
+    fn record(&self, outcome: &str, status: StatusCode) {
+        tracing::info!(target: ACCESS_LOG, who = %self.who, permission = self.permission.as_str(),
+            method = %self.method, path = self.uri.path(), query = self.uri.query().unwrap_or(""),
+            outcome, status = status.as_u16(), "access");
+    }
 }
 
 #[cfg(test)]

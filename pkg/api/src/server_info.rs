@@ -12,10 +12,10 @@ use axum::{Extension, Json, Router};
 use serde::Serialize;
 use utoipa_axum::routes;
 
-use crate::auth::{Authentication, Caller};
+use crate::auth::{Authentication, Caller, Grants, Principal};
 use crate::envelope::{ApiResult, Reply};
 use crate::openapi::Errors;
-use crate::types::Envelope;
+use crate::types::{Envelope, Identity};
 use crate::Role;
 
 /// `/server-configs`'s path (outside [`crate::PREFIX`], as in Karpor).
@@ -25,12 +25,35 @@ pub(crate) fn routes() -> Routes {
     Routes::new().route(Permission::Read, routes!(authn))
 }
 
-/// 200 with empty `data` when the request's credential (or its absence) is accepted;
-/// 401 otherwise.
+/// 200 with who the caller is and what it may do here when its credential (or its
+/// absence) is accepted; 401 otherwise. Karpor's login page reads only `success`.
 #[utoipa::path(get, path = "/authn", operation_id = "authn", tag = "auth",
-    responses((status = 200, body = inline(Envelope<String>)), Errors))]
-pub(crate) async fn authn() -> ApiResult<&'static str> {
-    Ok(Reply::ok(""))
+    responses((status = 200, body = inline(Envelope<Identity>)), Errors))]
+pub(crate) async fn authn(
+    Extension(caller): Extension<Principal>,
+    Extension(grants): Extension<Grants>,
+) -> ApiResult<Identity> {
+    let admin = caller.role >= Role::Admin;
+    let may = [
+        ("read", true),
+        ("write", admin && !grants.read_only),
+        ("admin", admin),
+        ("pod-logs", caller.role >= grants.pod_logs),
+    ];
+    Ok(Reply::ok(Identity {
+        user: caller.name,
+        role: match caller.role {
+            Role::Guest => "guest",
+            Role::Admin => "admin",
+        }
+        .to_owned(),
+        anonymous: caller.anonymous,
+        may: may
+            .into_iter()
+            .filter(|(_, granted)| *granted)
+            .map(|(what, _)| what.to_owned())
+            .collect(),
+    }))
 }
 
 /// Karpor's `/server-configs` document, as it applies to the caller. Karpor's page reads

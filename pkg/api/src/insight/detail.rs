@@ -3,7 +3,7 @@
 //! redacted as the syncer does; `karpor` beside the object's own keys says which and
 //! how old. A namespace's locator (cluster and namespace) names its Namespace object.
 
-use axum::extract::{Query as QueryParams, State};
+use axum::extract::{Extension, Query as QueryParams, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
@@ -12,6 +12,8 @@ use utoipa::IntoParams;
 
 use super::one;
 
+use crate::access::ACCESS_LOG;
+use crate::auth::Principal;
 use crate::envelope::{ApiError, Reply};
 use crate::live::object::ReadError;
 use crate::locator::Locator;
@@ -40,6 +42,7 @@ pub(super) struct DetailParams {
         Errors))]
 pub(crate) async fn detail(
     State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     QueryParams(at): QueryParams<Locator>,
     QueryParams(params): QueryParams<DetailParams>,
 ) -> Result<Reply<ObjectOrYaml<DetailedObject>>, Response> {
@@ -47,6 +50,10 @@ pub(crate) async fn detail(
     // A namespace's page asks for the namespace's detail: Karpor answers its object.
     let at = at.namespace_object().unwrap_or(at);
     let (object, provenance) = if params.live {
+        // A read of the cluster now, not of what karpor keeps: a line of the access log.
+        tracing::info!(target: ACCESS_LOG, who = %caller.name, cluster = at.cluster().unwrap_or(""),
+            kind = at.kind().unwrap_or(""), namespace = at.namespace().unwrap_or(""),
+            name = at.name().unwrap_or(""), "live object read");
         match live(&state, &at).await {
             Ok(answer) => answer,
             Err(refusal) => return Err(refusal),

@@ -2,7 +2,7 @@
 //! route and shape: server-sent `data: {timestamp, content}` frames that follow the log
 //! until the client leaves, or with `download=true` the log so far as a text attachment.
 //! Logs are the workloads' own data: reading them is its own permission
-//! (`auth.pod_logs`), each read is written to the access log, nothing of them reaches
+//! (`auth.pod_logs`), each read is a line of the access log, nothing of them reaches
 //! storage, and each stream holds a place among the caller's streams, is paced, and ends
 //! after `server.limits.live.log_stream_for`.
 
@@ -42,8 +42,6 @@ const MAX_LINE: usize = 64 << 10;
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How much of a download is read at a time.
 const CHUNK: usize = 16 << 10;
-/// Where each read of a pod's log is recorded, apart from the diagnostic log.
-const ACCESS_LOG: &str = "karpor::access";
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -151,9 +149,6 @@ pub(crate) async fn pod_log(
         Ok(reader) => reader,
         Err(refusal) => return refusal,
     };
-    tracing::info!(target: ACCESS_LOG, who = %caller.name, cluster = %cluster,
-        namespace = %namespace, pod = %pod, container = params.container.as_deref().unwrap_or(""),
-        download = query.download, "pod log read");
     let pace = Pace::new(limits.log_bytes_per_second, limits.log_stream_for);
     let mut response = if query.download {
         download(reader, pace, slot, &pod, params.container.as_deref())

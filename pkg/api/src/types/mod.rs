@@ -4,6 +4,7 @@
 //! `karpor-core/schema`), each under one name.
 
 mod audit;
+mod auth;
 pub(crate) mod clusters;
 mod envelope;
 mod insight;
@@ -13,6 +14,7 @@ mod sync_rules;
 mod topology;
 
 pub use audit::{AuditRuleView, PolicyView, Reaudit};
+pub use auth::Identity;
 pub use clusters::{
     ClusterAccess, ClusterBody, ClusterList, ClusterListAnswer, ClusterMetadata, ClusterSpec,
     ClusterStatus, ClusterSummary, ClusterView, Credential, RuleInForceView, SyncView, TypeView,

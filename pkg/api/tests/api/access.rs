@@ -259,9 +259,9 @@ async fn anonymous_guests_read_and_are_asked_for_a_token_to_write() {
     assert_eq!(code, 401);
 }
 
-/// `/authn` answers 200 with empty data for an accepted credential, and for none where
-/// anonymous reads are on; an empty `Authorization:` header is no credential, as in
-/// Karpor (its page sends one when RBAC is off).
+/// `/authn` answers 200 with who the caller is and what it may do for an accepted
+/// credential, and for none where anonymous reads are on; an empty `Authorization:`
+/// header is no credential, as in Karpor (its page sends one when RBAC is off).
 #[tokio::test]
 async fn authn_accepts_what_karpors_page_sends() {
     let api = Setup {
@@ -271,7 +271,25 @@ async fn authn_accepts_what_karpors_page_sends() {
     .start()
     .await;
     let (code, answer) = api.admin().call("GET", "/rest-api/v1/authn", None).await;
-    assert_eq!((code, &answer["data"]), (200, &json!("")), "{answer}");
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(
+        answer["data"],
+        json!({"user": "ops", "role": "admin", "anonymous": false,
+               "may": ["read", "write", "admin", "pod-logs"]})
+    );
+    let (_, answer) = api.guest().call("GET", "/rest-api/v1/authn", None).await;
+    assert_eq!(
+        answer["data"],
+        json!({"user": "viewer", "role": "guest", "anonymous": false, "may": ["read"]})
+    );
+    let (_, answer) = api
+        .anonymous()
+        .call("GET", "/rest-api/v1/authn", None)
+        .await;
+    assert_eq!(
+        answer["data"],
+        json!({"user": "anonymous", "role": "guest", "anonymous": true, "may": ["read"]})
+    );
     let nobody = api.anonymous();
     for authorization in ["", "Bearer", "Bearer  "] {
         let (code, answer) = nobody
@@ -290,4 +308,66 @@ async fn authn_accepts_what_karpors_page_sends() {
         .call("GET", "/rest-api/v1/authn", None)
         .await;
     assert_eq!(code, 401);
+}
+
+/// Every write, admin action and pod log read is one line of the `karpor::access` log,
+/// allowed or refused: who, the permission, the method and path, the outcome, the status.
+/// (One subscriber per process: under nextest, one test; the lines are told apart by the
+/// rule's name.)
+#[tokio::test]
+async fn writes_and_refusals_are_lines_of_the_access_log() {
+    let api = Setup::default().start().await;
+    let rule = json!({"name": "access-logged", "fields": ["namespace"]});
+    let (code, answer) = api
+        .admin()
+        .call(
+            "POST",
+            "/rest-api/v1/resource-group-rule",
+            Some(rule.clone()),
+        )
+        .await;
+    assert!((200..300).contains(&code), "{answer}");
+    let (code, _) = api
+        .guest()
+        .call(
+            "DELETE",
+            "/rest-api/v1/resource-group-rule/access-logged",
+            None,
+        )
+        .await;
+    assert_eq!(code, 403);
+    let (code, _) = api
+        .guest()
+        .call("GET", "/rest-api/v1/resource-group-rules", None)
+        .await;
+    assert_eq!(code, 200);
+    let logs = logs::text();
+    let lines: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("karpor::access"))
+        .collect();
+    let written = lines
+        .iter()
+        .find(|l| l.contains("method=POST") && l.contains("/resource-group-rule"));
+    let written = written.unwrap_or_else(|| panic!("no line for the write in\n{logs}"));
+    for field in [
+        "who=ops",
+        "permission=\"write\"",
+        "outcome=\"allowed\"",
+        "status=20",
+    ] {
+        assert!(written.contains(field), "{field} in {written}");
+    }
+    let refused = lines
+        .iter()
+        .find(|l| l.contains("method=DELETE") && l.contains("access-logged"))
+        .unwrap_or_else(|| panic!("no line for the refused delete in\n{logs}"));
+    for field in ["who=viewer", "outcome=\"refused\"", "status=403"] {
+        assert!(refused.contains(field), "{field} in {refused}");
+    }
+    assert!(
+        !lines.iter().any(|l| l.contains("/resource-group-rules")),
+        "reads of what karpor keeps are not access lines: {lines:?}"
+    );
+    logs::assert_no_secret_logged();
 }
