@@ -73,7 +73,6 @@ impl LiveLimits {
             ("streams_per_caller", self.streams_per_caller),
             ("streams", self.streams),
             ("log_bytes_per_second", self.log_bytes_per_second as usize),
-            ("log_stream_for", self.log_stream_for.as_secs() as usize),
             ("log_tail_lines", self.log_tail_lines as usize),
             ("log_download_bytes", self.log_download_bytes as usize),
         ] {
@@ -83,6 +82,12 @@ impl LiveLimits {
                     "must be at least 1",
                 ));
             }
+        }
+        if self.log_stream_for < Duration::from_secs(1) {
+            return Err(ConfigIssue::new(
+                "server.limits.live.log_stream_for",
+                "must be at least 1s",
+            ));
         }
         Ok(())
     }
@@ -275,6 +280,17 @@ mod tests {
             },
             Metrics::default(),
         )
+    }
+
+    #[test]
+    fn a_log_stream_shorter_than_a_second_is_refused_naming_the_key() {
+        let limits = LiveLimits {
+            log_stream_for: Duration::from_millis(500),
+            ..LiveLimits::default()
+        };
+        let issue = limits.validate().unwrap_err();
+        assert_eq!(issue.key(), "server.limits.live.log_stream_for");
+        assert!(LiveLimits::default().validate().is_ok());
     }
 
     #[test]

@@ -107,7 +107,10 @@ impl LogQuery {
                         "since: {since:?}: {e} (say 30s, 5m, 1h30m or 2d)"
                     ))
                 })?;
-            return Ok(Some(ago.as_secs().max(1) as i64));
+            // A duration past what the cluster's field holds means the whole log.
+            return Ok(Some(
+                i64::try_from(ago.as_secs()).unwrap_or(i64::MAX).max(1),
+            ));
         }
         if let Some(since) = self.since_time.as_deref().filter(|s| !s.trim().is_empty()) {
             let at = OffsetDateTime::parse(since.trim(), &Rfc3339).map_err(|e| {
@@ -427,6 +430,11 @@ mod tests {
             .unwrap();
         assert!(since > 150_000_000, "{since}");
         assert_eq!(query("tailLines=10").unwrap().tail_lines, Some(10));
+        // Past i64 seconds: the most the cluster's field holds, never a negative count.
+        assert_eq!(
+            query("since=18446744073709551615s").unwrap().since_seconds,
+            Some(i64::MAX)
+        );
     }
 
     #[test]
