@@ -301,6 +301,7 @@ async fn api_routes(
         sync: syncer.map(Syncer::status),
         exec: parts.exec.clone(),
         auth: authenticator(config).await?,
+        token_review: config.auth.token_review.clone(),
         read_only: config.server.read_only,
         pod_logs: config.auth.pod_logs,
         limits: config.server.limits.clone(),
@@ -415,7 +416,7 @@ async fn authenticator(config: &Config) -> anyhow::Result<karpor_api::Authentica
         );
         tokens.push((
             local_token::LOCAL_TOKEN_NAME.to_owned(),
-            Role::Admin,
+            Some(Role::Admin),
             local.token,
         ));
     }
@@ -423,8 +424,11 @@ async fn authenticator(config: &Config) -> anyhow::Result<karpor_api::Authentica
     tracing::info!(
         tokens = tokens.len(),
         anonymous_reads = anonymous.is_some(),
+        policies = auth.policies.len(),
+        kubernetes_tokens = auth.token_review.is_some(),
         read_only = config.server.read_only,
         "REST API access"
     );
-    Ok(karpor_api::Authenticator::new(tokens, anonymous))
+    let policies = karpor_api::Policies::new(auth.policies.clone());
+    Ok(karpor_api::Authenticator::new(tokens, anonymous).with_policies(policies))
 }

@@ -208,7 +208,7 @@ shutdown: {drain_delay: 1s}
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         out,
-        "user: ops\nrole: admin\nmay:  read, write, admin, pod-logs\n"
+        "user:   ops\nrole:   admin\nmay:    read, edit, write, admin, pod-logs\nscope:  admin: clusters all; namespaces all; kinds all\n"
     );
     let (code, _, err) = text(&karpor(&["whoami"], &url, server.dir(), &[]));
     assert_eq!(code, 1, "no anonymous reads here");

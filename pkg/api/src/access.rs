@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::openapi::path::PathItem;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 
-use crate::auth::{challenge, Caller, Grants, Principal};
+use crate::auth::{challenge, Caller, Grants, Principal, Refusal};
 use crate::envelope::ApiError;
 use crate::{AppState, Role, PREFIX};
 
@@ -19,14 +19,17 @@ use crate::{AppState, Role, PREFIX};
 pub enum Permission {
     /// Anyone, credential or not (the OpenAPI document, the server's configs).
     Public,
-    /// Any accepted caller: a guest, an admin, or anonymous where configured. Allowed in
-    /// read-only mode.
+    /// Any caller a policy (or a token's role, or anonymous reads) lets in; what it reads
+    /// is its scope ([`crate::scope`]). Allowed in read-only mode.
     Read,
     /// The admin role, for what changes nothing karpor stores but reaches out or reveals
     /// more (validating a kubeconfig runs its plugin). Allowed in read-only mode.
     Admin,
     /// The admin role, for what changes stored state. Refused in read-only mode.
     Write,
+    /// The editor role, for the shared views (resource group rules). Refused in
+    /// read-only mode.
+    Edit,
     /// The role `auth.pod_logs` names (admin by default): reading the workloads' own
     /// data. Allowed in read-only mode.
     PodLogs,
@@ -39,6 +42,7 @@ impl Permission {
             Permission::Read => "read",
             Permission::Admin => "admin",
             Permission::Write => "write",
+            Permission::Edit => "edit",
             Permission::PodLogs => "pod-logs",
         }
     }
@@ -47,18 +51,19 @@ impl Permission {
     pub fn audited(self) -> bool {
         matches!(
             self,
-            Permission::Write | Permission::Admin | Permission::PodLogs
+            Permission::Write | Permission::Edit | Permission::Admin | Permission::PodLogs
         )
     }
 
     pub fn allowed_when_read_only(self) -> bool {
-        self != Permission::Write
+        !matches!(self, Permission::Write | Permission::Edit)
     }
 
     /// The role a caller needs.
     fn role(self, grants: Grants) -> Role {
         match self {
-            Permission::Public | Permission::Read => Role::Guest,
+            Permission::Public | Permission::Read => Role::Viewer,
+            Permission::Edit => Role::Editor,
             Permission::Admin | Permission::Write => Role::Admin,
             Permission::PodLogs => grants.pod_logs,
         }
@@ -70,7 +75,13 @@ impl Permission {
             return None;
         }
         let principal = match caller {
-            Caller::Refused(why) => return Some(challenge(unauthorized(why))),
+            Caller::Refused(Refusal::Unauthenticated(why)) => {
+                return Some(challenge(unauthorized(why)))
+            }
+            Caller::Refused(Refusal::Ungranted(user)) => {
+                let why = format!("no policy grants {user:?} access (auth.policies)");
+                return Some(ApiError::new(StatusCode::FORBIDDEN, why).into_response());
+            }
             Caller::Known(principal) => principal,
         };
         if grants.read_only && !self.allowed_when_read_only() {
@@ -81,10 +92,7 @@ impl Permission {
         if principal.role >= needed {
             return None;
         }
-        let role = match needed {
-            Role::Guest => "guest",
-            Role::Admin => "admin",
-        };
+        let role = needed.as_str();
         let why = match self {
             Permission::PodLogs => {
                 format!("reading pod logs needs the {role} role (auth.pod_logs)")
@@ -208,10 +216,7 @@ async fn authorize(
         .into_response();
     };
     let audited = permission.audited().then(|| Access {
-        who: match &caller {
-            Caller::Known(principal) => principal.name.clone(),
-            Caller::Refused(_) => "unknown".to_owned(),
-        },
+        who: caller.name().to_owned(),
         permission,
         method: request.method().clone(),
         uri: request.uri().clone(),
@@ -260,8 +265,11 @@ mod tests {
     fn known(role: Role, anonymous: bool) -> Caller {
         Caller::Known(Principal {
             name: "x".into(),
+            groups: Vec::new(),
             role,
             anonymous,
+            scope: std::sync::Arc::new(crate::scope::Scope::everything(role)),
+            policies: Vec::new(),
         })
     }
 
@@ -277,9 +285,9 @@ mod tests {
 
     #[test]
     fn each_permission_against_each_caller() {
-        let refused = Caller::Refused("a bearer token is required");
-        let anonymous = known(Role::Guest, true);
-        let guest = known(Role::Guest, false);
+        let refused = Caller::Refused(Refusal::Unauthenticated("a bearer token is required"));
+        let anonymous = known(Role::Viewer, true);
+        let guest = known(Role::Viewer, false);
         let admin = known(Role::Admin, false);
         use Permission::*;
         for (permission, read_only, expected) in [
@@ -291,6 +299,8 @@ mod tests {
             (Admin, true, [401, 401, 403, 200]),
             (Write, false, [401, 401, 403, 200]),
             (Write, true, [401, 405, 405, 405]),
+            (Edit, false, [401, 401, 403, 200]),
+            (Edit, true, [401, 405, 405, 405]),
             (PodLogs, false, [401, 401, 403, 200]),
             (PodLogs, true, [401, 401, 403, 200]),
         ] {
@@ -301,7 +311,7 @@ mod tests {
         // Granted to guests by config: anyone who may read.
         let grants = Grants {
             read_only: false,
-            pod_logs: Role::Guest,
+            pod_logs: Role::Viewer,
         };
         let got = [&refused, &anonymous, &guest, &admin].map(|caller| {
             PodLogs
@@ -309,5 +319,19 @@ mod tests {
                 .map_or(200, |r| r.status().as_u16())
         });
         assert_eq!(got, [401, 200, 200, 200]);
+        // An editor edits, and nothing more; a caller no policy names is refused.
+        let editor = known(Role::Editor, false);
+        let grants = Grants {
+            read_only: false,
+            pod_logs: Role::Admin,
+        };
+        let got = [Read, Edit, Write, Admin, PodLogs].map(|p| {
+            p.refusal(&editor, grants)
+                .map_or(200, |r| r.status().as_u16())
+        });
+        assert_eq!(got, [200, 200, 403, 403, 403]);
+        let ungranted = Caller::Refused(Refusal::Ungranted("ann".into()));
+        assert_eq!(status(Read, &ungranted, false), 403);
+        assert_eq!(status(Public, &ungranted, false), 200);
     }
 }

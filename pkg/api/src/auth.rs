@@ -1,6 +1,9 @@
-//! Bearer tokens with two roles, and anonymous access when configured: who a caller is.
-//! What the caller may do is each route's declared permission ([`crate::access`]). Tokens are compared as SHA-256 digests in constant time, so neither content nor
-//! length leaks through timing; they are never logged.
+//! Who a caller is: a static token (`auth.tokens`), a Kubernetes token checked by a
+//! TokenReview ([`crate::token_review`]), or no credential; then what it may do, from its
+//! token's own role and the policies naming it ([`crate::policy`]). What each route asks
+//! is its declared permission ([`crate::access`]). Static tokens are compared as SHA-256
+//! digests in constant time, so neither content nor length leaks through timing; no
+//! token is ever logged.
 
 use std::sync::Arc;
 
@@ -12,6 +15,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::envelope::ApiError;
+use crate::policy::{Identity, Policies};
+use crate::scope::Scope;
+use crate::token_review::TokenReviewer;
 use crate::Role;
 
 /// What the server's config grants beyond a caller's role, put in each request by the
@@ -22,21 +28,36 @@ pub(crate) struct Grants {
     pub pod_logs: Role,
 }
 
-/// Who made a request, put in the request's extensions for handlers and logs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    /// The token's configured name, or `anonymous`.
+/// Who made a request and what it may do, put in the request's extensions for handlers
+/// and logs.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Principal {
+    /// The token's configured name, the identity provider's user, or `anonymous`.
     pub name: String,
+    pub groups: Vec<String>,
+    /// The highest role its grants give.
     pub role: Role,
     /// No credential was given.
     pub anonymous: bool,
+    pub scope: Arc<Scope>,
+    /// The policies that let it in.
+    pub policies: Vec<String>,
 }
 
-/// The configured tokens, resolved.
+/// A static token: its name, its own role (if any), its digest.
+#[derive(Clone)]
+struct StaticToken {
+    name: String,
+    role: Option<Role>,
+    digest: [u8; 32],
+}
+
+/// The configured ways in, resolved.
 #[derive(Clone, Default)]
 pub struct Authenticator {
-    tokens: Vec<(String, Role, [u8; 32])>,
+    tokens: Vec<StaticToken>,
     anonymous: Option<Role>,
+    policies: Policies,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -52,46 +73,105 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// Why a caller was not let in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// No accepted credential (a 401), and what to tell the caller.
+    Unauthenticated(&'static str),
+    /// Known, but no policy grants it anything (a 403).
+    Ungranted(String),
+}
+
 impl Authenticator {
-    /// `tokens`: (name, role, token value); `anonymous`: the role without a token.
-    pub fn new(tokens: Vec<(String, Role, String)>, anonymous: Option<Role>) -> Self {
+    /// `tokens`: (name, its own role, token value); `anonymous`: the role without a
+    /// token, everywhere.
+    pub fn new(tokens: Vec<(String, Option<Role>, String)>, anonymous: Option<Role>) -> Self {
         Authenticator {
             tokens: tokens
                 .into_iter()
-                .map(|(name, role, token)| (name, role, digest(&token)))
+                .map(|(name, role, token)| StaticToken {
+                    name,
+                    role,
+                    digest: digest(&token),
+                })
                 .collect(),
             anonymous,
+            policies: Policies::default(),
         }
     }
 
-    /// The principal of a token, or of no token; `None` when refused.
-    pub fn authenticate(&self, token: Option<&str>) -> Option<Principal> {
-        let Some(token) = token else {
-            return self.anonymous.map(|role| Principal {
-                name: "anonymous".to_owned(),
-                role,
-                anonymous: true,
-            });
-        };
+    /// Who else gets what, and where (`auth.policies`).
+    pub fn with_policies(mut self, policies: Policies) -> Self {
+        self.policies = policies;
+        self
+    }
+
+    /// The static token presented, if it is one.
+    fn static_token(&self, token: &str) -> Option<&StaticToken> {
         let presented = digest(token);
         // Every configured token is compared, whichever matches.
         let mut found = None;
-        for (name, role, expected) in &self.tokens {
-            if bool::from(presented.ct_eq(expected)) {
-                found = Some(Principal {
-                    name: name.clone(),
-                    role: *role,
-                    anonymous: false,
-                });
+        for candidate in &self.tokens {
+            if bool::from(presented.ct_eq(&candidate.digest)) {
+                found = Some(candidate);
             }
         }
         found
+    }
+
+    /// What `who` may do, with the role it has outside policies.
+    fn grant(&self, who: Identity, implicit: Option<Role>) -> Result<Principal, Refusal> {
+        let Some(access) = self.policies.resolve(&who, implicit) else {
+            return Err(if who.anonymous {
+                Refusal::Unauthenticated("a bearer token is required")
+            } else {
+                Refusal::Ungranted(who.user)
+            });
+        };
+        Ok(Principal {
+            name: who.user,
+            groups: who.groups,
+            role: access.role,
+            anonymous: who.anonymous,
+            scope: Arc::new(access.scope),
+            policies: access.policies,
+        })
+    }
+
+    /// The principal of a static token or of no token; `Ok(None)` for a token that is
+    /// not a static one (another authenticator may know it).
+    pub(crate) fn known(&self, token: Option<&str>) -> Result<Option<Principal>, Refusal> {
+        let Some(token) = token else {
+            let who = Identity {
+                user: "anonymous".to_owned(),
+                groups: Vec::new(),
+                token: None,
+                anonymous: true,
+            };
+            return self.grant(who, self.anonymous).map(Some);
+        };
+        let Some(found) = self.static_token(token) else {
+            return Ok(None);
+        };
+        let who = Identity {
+            user: found.name.clone(),
+            groups: Vec::new(),
+            token: Some(found.name.clone()),
+            anonymous: false,
+        };
+        self.grant(who, found.role).map(Some)
+    }
+
+    /// The principal of an identity another authenticator vouched for.
+    pub(crate) fn vouched(&self, who: Identity) -> Result<Principal, Refusal> {
+        self.grant(who, None)
     }
 }
 
 #[derive(Clone)]
 pub(crate) struct Authentication {
     pub auth: Arc<Authenticator>,
+    pub token_review: Option<Arc<TokenReviewer>>,
     pub grants: Grants,
 }
 
@@ -100,8 +180,18 @@ pub(crate) struct Authentication {
 #[derive(Debug, Clone)]
 pub(crate) enum Caller {
     Known(Principal),
-    /// No accepted credential, and why.
-    Refused(&'static str),
+    Refused(Refusal),
+}
+
+impl Caller {
+    /// For the access log.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Caller::Known(principal) => &principal.name,
+            Caller::Refused(Refusal::Ungranted(user)) => user,
+            Caller::Refused(Refusal::Unauthenticated(_)) => "unknown",
+        }
+    }
 }
 
 /// The bearer token of a request: `Ok(None)` without one. An empty header, or `Bearer`
@@ -137,6 +227,30 @@ pub(crate) fn challenge(error: ApiError) -> Response {
     response
 }
 
+impl Authentication {
+    /// Who `token` (or its absence) is.
+    async fn caller(&self, token: Option<&str>) -> Caller {
+        match self.auth.known(token) {
+            Ok(Some(principal)) => return Caller::Known(principal),
+            Err(refusal) => return Caller::Refused(refusal),
+            Ok(None) => {}
+        }
+        let (Some(token), Some(reviewer)) = (token, &self.token_review) else {
+            return Caller::Refused(Refusal::Unauthenticated("the token is not accepted"));
+        };
+        match reviewer.review(token).await {
+            Ok(who) => match self.auth.vouched(who) {
+                Ok(principal) => Caller::Known(principal),
+                Err(refusal) => Caller::Refused(refusal),
+            },
+            Err(why) => {
+                tracing::info!(reason = %why, "a Kubernetes token was refused");
+                Caller::Refused(Refusal::Unauthenticated("the token is not accepted"))
+            }
+        }
+    }
+}
+
 /// Finds the caller and the server's mode for the route's own check; refuses nothing.
 pub(crate) async fn authenticate(
     State(authentication): State<Authentication>,
@@ -144,12 +258,8 @@ pub(crate) async fn authenticate(
     next: Next,
 ) -> Response {
     let caller = match bearer(&request) {
-        Err(why) => Caller::Refused(why),
-        Ok(token) => match (authentication.auth.authenticate(token), token.is_some()) {
-            (Some(principal), _) => Caller::Known(principal),
-            (None, true) => Caller::Refused("the token is not accepted"),
-            (None, false) => Caller::Refused("a bearer token is required"),
-        },
+        Err(why) => Caller::Refused(Refusal::Unauthenticated(why)),
+        Ok(token) => authentication.caller(token).await,
     };
     if let Caller::Known(principal) = &caller {
         tracing::debug!(principal = %principal.name, "authenticated");
@@ -167,23 +277,27 @@ mod tests {
     fn tokens_map_to_their_roles_and_anonymous_only_when_configured() {
         let auth = Authenticator::new(
             vec![
-                ("ops".into(), Role::Admin, "admin-secret".into()),
-                ("viewer".into(), Role::Guest, "guest-secret".into()),
+                ("ops".into(), Some(Role::Admin), "admin-secret".into()),
+                ("viewer".into(), Some(Role::Viewer), "guest-secret".into()),
+                ("bare".into(), None, "bare-secret".into()),
             ],
             None,
         );
+        let known = |token| auth.known(token);
         assert_eq!(
-            auth.authenticate(Some("admin-secret")).unwrap().role,
+            known(Some("admin-secret")).unwrap().unwrap().role,
             Role::Admin
         );
+        assert_eq!(known(Some("guest-secret")).unwrap().unwrap().name, "viewer");
+        assert_eq!(known(Some("admin-secre")), Ok(None));
         assert_eq!(
-            auth.authenticate(Some("guest-secret")).unwrap().name,
-            "viewer"
+            known(Some("bare-secret")),
+            Err(Refusal::Ungranted("bare".into()))
         );
-        assert_eq!(auth.authenticate(Some("admin-secre")), None);
-        assert_eq!(auth.authenticate(None), None);
-        let open = Authenticator::new(Vec::new(), Some(Role::Guest));
-        assert_eq!(open.authenticate(None).unwrap().role, Role::Guest);
-        assert_eq!(open.authenticate(Some("anything")), None);
+        assert!(matches!(known(None), Err(Refusal::Unauthenticated(_))));
+        let open = Authenticator::new(Vec::new(), Some(Role::Viewer));
+        let anonymous = open.known(None).unwrap().unwrap();
+        assert!(anonymous.anonymous && anonymous.scope.is_everything());
+        assert_eq!(open.known(Some("anything")), Ok(None));
     }
 }

@@ -9,12 +9,29 @@ use karpor_core::model::MAX_KUBECONFIG_BYTES;
 use karpor_core::SecretSource;
 use serde::{Deserialize, Serialize};
 
-/// What a caller may do: `guest` reads, `admin` also writes.
+use crate::policy::PolicyConfig;
+use crate::token_review::TokenReviewConfig;
+
+/// What a caller may do ([docs/access.md](../../docs/access.md)): a `viewer` reads (what
+/// its scope holds), an `editor` also writes the shared views (resource group rules), an
+/// `admin` does everything. `guest` is read as `viewer`, its name before policies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    Guest,
+    #[serde(alias = "guest")]
+    Viewer,
+    Editor,
     Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Editor => "editor",
+            Role::Admin => "admin",
+        }
+    }
 }
 
 /// The role of a request without a token. Never `admin`: no write without a credential.
@@ -26,6 +43,8 @@ pub enum Anonymous {
     #[default]
     Auto,
     None,
+    /// Reads everything (`viewer`, its name since policies, reads the same).
+    #[serde(alias = "viewer")]
     Guest,
 }
 
@@ -33,16 +52,16 @@ impl Anonymous {
     /// The role granted without a token, for a server listening on loopback or not.
     pub fn role(self, loopback: bool) -> Option<Role> {
         match self {
-            Anonymous::Auto if loopback => Some(Role::Guest),
+            Anonymous::Auto if loopback => Some(Role::Viewer),
             Anonymous::Auto | Anonymous::None => None,
-            Anonymous::Guest => Some(Role::Guest),
+            Anonymous::Guest => Some(Role::Viewer),
         }
     }
 
     /// Whether a local admin token is made: `auto` on loopback, with no admin token
     /// configured.
     pub fn makes_local_token(self, loopback: bool, tokens: &[TokenConfig]) -> bool {
-        self == Anonymous::Auto && loopback && !tokens.iter().any(|t| t.role == Role::Admin)
+        self == Anonymous::Auto && loopback && !tokens.iter().any(|t| t.role == Some(Role::Admin))
     }
 }
 
@@ -53,9 +72,13 @@ pub struct AuthConfig {
     pub tokens: Vec<TokenConfig>,
     /// Where the admin token of a local install is made (see [`Anonymous::Auto`]).
     pub local_token_file: PathBuf,
-    /// The role that may read pod logs (the workloads' own data): `admin`, or `guest`
-    /// for every caller who may read.
+    /// The role that may read pod logs (the workloads' own data), where its scope holds
+    /// the pod: `admin`, `editor`, or `viewer` for every caller who may read.
     pub pod_logs: Role,
+    /// Who gets which role where ([`crate::policy`]).
+    pub policies: Vec<PolicyConfig>,
+    /// Kubernetes tokens, checked by a registered cluster.
+    pub token_review: Option<TokenReviewConfig>,
 }
 
 impl AuthConfig {
@@ -87,6 +110,11 @@ impl AuthConfig {
             }
             values.push(value);
         }
+        let names: Vec<&str> = self.tokens.iter().map(|t| t.name.as_str()).collect();
+        crate::policy::validate(&self.policies, &names)?;
+        if let Some(review) = &self.token_review {
+            review.validate()?;
+        }
         Ok(())
     }
 }
@@ -98,6 +126,8 @@ impl Default for AuthConfig {
             tokens: Vec::new(),
             local_token_file: PathBuf::from(crate::local_token::DEFAULT_LOCAL_TOKEN_FILE),
             pod_logs: Role::Admin,
+            policies: Vec::new(),
+            token_review: None,
         }
     }
 }
@@ -107,7 +137,9 @@ impl Default for AuthConfig {
 pub struct TokenConfig {
     /// Who holds it: for logs, never the token itself.
     pub name: String,
-    pub role: Role,
+    /// Its role everywhere; without one, the policies naming the token decide.
+    #[serde(default)]
+    pub role: Option<Role>,
     pub token: SecretSource,
 }
 

@@ -17,11 +17,14 @@ pub mod local_token;
 mod locator;
 mod openapi;
 mod params;
+mod policy;
 mod redact;
 mod resource_groups;
+mod scope;
 mod search;
 mod server_info;
 mod sync_rules;
+mod token_review;
 mod topology;
 pub mod types;
 
@@ -45,6 +48,8 @@ pub use access::{Endpoint, Permission};
 pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, Role, TokenConfig};
 pub use live::bounds::{LiveBounds, LiveLimits};
+pub use policy::{Policies, PolicyConfig, ScopeConfig, Subjects};
+pub use token_review::TokenReviewConfig;
 
 /// The prefix of every API route.
 pub const PREFIX: &str = "/rest-api/v1";
@@ -59,6 +64,8 @@ pub struct ApiParts {
     /// Which exec plugins a kubeconfig may name (validation runs them).
     pub exec: Arc<ExecSettings>,
     pub auth: Authenticator,
+    /// Kubernetes tokens checked by a registered cluster (`auth.token_review`).
+    pub token_review: Option<TokenReviewConfig>,
     /// Refuse every write (any method but GET) with 405.
     pub read_only: bool,
     /// The role that may read pod logs (`auth.pod_logs`).
@@ -78,7 +85,8 @@ pub struct ApiParts {
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub metastore: Metastore,
-    pub storage: Arc<dyn Storage>,
+    /// Read through [`scope::Visible`] only.
+    pub storage: scope::Unscoped,
     pub sync: Option<Arc<SyncStatus>>,
     pub exec: Arc<ExecSettings>,
     pub audit: Arc<AuditConfig>,
@@ -160,9 +168,16 @@ fn check_permissions(document: &utoipa::openapi::OpenApi, endpoints: &[Endpoint]
 /// The API's routes (under [`PREFIX`]), `/openapi.json` and `/server-configs`, to merge into the server's
 /// router (which adds request ids and tracing around them).
 pub fn routes(parts: ApiParts) -> Router {
+    let token_review = parts.token_review.map(|config| {
+        Arc::new(token_review::TokenReviewer::new(
+            config,
+            parts.metastore.clone(),
+            parts.clients.clone(),
+        ))
+    });
     let state = AppState {
         metastore: parts.metastore,
-        storage: parts.storage,
+        storage: scope::Unscoped::new(parts.storage),
         sync: parts.sync,
         exec: parts.exec,
         audit: Arc::new(parts.audit),
@@ -172,6 +187,7 @@ pub fn routes(parts: ApiParts) -> Router {
     };
     let authentication = auth::Authentication {
         auth: Arc::new(parts.auth),
+        token_review,
         grants: auth::Grants {
             read_only: parts.read_only,
             pod_logs: parts.pod_logs,

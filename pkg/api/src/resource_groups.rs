@@ -11,11 +11,13 @@ use karpor_core::model::ResourceGroupRule;
 use karpor_core::names::{InvalidName, RecordName};
 use karpor_metastore::Stored;
 use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
+use karpor_storage::SearchStorage;
 use utoipa_axum::routes;
 
 use crate::body::Body;
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::{Errors, NamePath};
+use crate::scope::Visible;
 use crate::types::{
     Envelope, Group, GroupList, ResourceGroup, ResourceGroupRuleBody, ResourceGroupRuleView,
 };
@@ -31,11 +33,11 @@ pub(crate) fn routes() -> Routes {
     Routes::new()
         .route(Permission::Read, routes!(list))
         .route(Permission::Read, routes!(read))
-        .route(Permission::Write, routes!(create))
-        .route(Permission::Write, routes!(update))
-        .route(Permission::Write, routes!(remove))
-        .route(Permission::Write, routes!(create_named_in_body))
-        .route(Permission::Write, routes!(update_named_in_body))
+        .route(Permission::Edit, routes!(create))
+        .route(Permission::Edit, routes!(update))
+        .route(Permission::Edit, routes!(remove))
+        .route(Permission::Edit, routes!(create_named_in_body))
+        .route(Permission::Edit, routes!(update_named_in_body))
         .route(Permission::Read, routes!(groups))
 }
 
@@ -227,6 +229,7 @@ pub(crate) async fn remove(
         Errors))]
 pub(crate) async fn groups(
     State(state): State<AppState>,
+    visible: Visible,
     Path(NamePath { name }): Path<NamePath>,
 ) -> ApiResult<GroupList> {
     let rule = find(&state, &name).await?.record;
@@ -253,7 +256,7 @@ pub(crate) async fn groups(
                 limit: None,
                 offset: None,
             };
-            for bucket in state.storage.terms(field, &query, BUCKETS).await? {
+            for bucket in visible.terms(field, &query, BUCKETS).await? {
                 if next.len() >= MAX_GROUPS {
                     break;
                 }

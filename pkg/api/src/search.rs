@@ -5,7 +5,8 @@
 
 use crate::access::{Permission, Routes};
 use crate::redact;
-use axum::extract::{Query, State};
+use axum::extract::Query;
+use karpor_storage::SearchStorage;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use utoipa::IntoParams;
@@ -13,8 +14,8 @@ use utoipa_axum::routes;
 
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::Errors;
+use crate::scope::Visible;
 use crate::types::{Envelope, SearchItem, SearchPage};
-use crate::AppState;
 
 /// Largest page.
 pub(crate) const MAX_PAGE_SIZE: u64 = 1000;
@@ -52,7 +53,7 @@ pub(crate) struct SearchParams {
     responses((status = 200, body = inline(Envelope<SearchPage>)),
         Errors))]
 pub(crate) async fn search(
-    State(state): State<AppState>,
+    visible: Visible,
     Query(params): Query<SearchParams>,
 ) -> ApiResult<SearchPage> {
     let page = number(&params.page).filter(|p| *p >= 1).unwrap_or(1);
@@ -112,7 +113,7 @@ pub(crate) async fn search(
         _ => return Err(ApiError::bad_request("query (or keyword) is required")),
     };
     let from = (page - 1).saturating_mul(page_size);
-    let result = state.storage.search(&query, from, page_size).await?;
+    let result = visible.search(&query, from, page_size).await?;
     Ok(Reply::ok(SearchPage {
         items: result
             .items

@@ -36,18 +36,18 @@ pub(crate) async fn authn(
     let admin = caller.role >= Role::Admin;
     let may = [
         ("read", true),
+        ("edit", caller.role >= Role::Editor && !grants.read_only),
         ("write", admin && !grants.read_only),
         ("admin", admin),
         ("pod-logs", caller.role >= grants.pod_logs),
     ];
     Ok(Reply::ok(Identity {
         user: caller.name,
-        role: match caller.role {
-            Role::Guest => "guest",
-            Role::Admin => "admin",
-        }
-        .to_owned(),
+        groups: caller.groups,
+        role: caller.role.as_str().to_owned(),
         anonymous: caller.anonymous,
+        policies: caller.policies,
+        scope: caller.scope.views(),
         may: may
             .into_iter()
             .filter(|(_, granted)| *granted)

@@ -24,6 +24,7 @@ use crate::body::Body;
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::{Errors, NamePath};
 use crate::params::{lenient_bool, Format};
+use crate::scope::Visible;
 use crate::{AppState, Role};
 
 use crate::types::{
@@ -129,10 +130,12 @@ pub(crate) struct FormatParam {
         Errors))]
 pub(crate) async fn list(
     State(state): State<AppState>,
+    visible: Visible,
     Extension(by): Extension<Principal>,
     Query(params): Query<ListParams>,
 ) -> ApiResult<ClusterListAnswer> {
     let mut clusters = state.metastore.list_all::<Cluster>().await?;
+    clusters.retain(|c| visible.cluster(&c.record.name));
     match params.order_by.as_deref().unwrap_or("name") {
         "displayName" => clusters.sort_by(|a, b| a.record.display_name.cmp(&b.record.display_name)),
         "createdAt" | "timestamp" => clusters.sort_by_key(|c| c.created_at),
@@ -150,7 +153,7 @@ pub(crate) async fn list(
     let items = futures::future::join_all(
         clusters
             .iter()
-            .map(|c| view::view(&state, c, with_kubeconfig)),
+            .map(|c| view::view(&state, &visible, c, with_kubeconfig)),
     )
     .await;
     Ok(Reply::ok(ClusterListAnswer::List(ClusterList {
@@ -187,12 +190,16 @@ async fn summary(state: &AppState, clusters: &[Stored<Cluster>]) -> ClusterListA
         Errors))]
 pub(crate) async fn read(
     State(state): State<AppState>,
+    visible: Visible,
     Extension(by): Extension<Principal>,
     Path(NamePath { name }): Path<NamePath>,
     Query(format): Query<FormatParam>,
 ) -> ApiResult<ObjectOrYaml<ClusterView>> {
+    if !visible.cluster(&name) {
+        return Err(not_found(&name));
+    }
     let cluster = find(&state, &name).await?;
-    let view = view::view(&state, &cluster, by.role == Role::Admin).await;
+    let view = view::view(&state, &visible, &cluster, by.role == Role::Admin).await;
     Format::parse(format.format.as_deref())?.reply(view)
 }
 
@@ -209,6 +216,7 @@ pub(crate) async fn read(
         Errors))]
 pub(crate) async fn create(
     State(state): State<AppState>,
+    visible: Visible,
     Extension(by): Extension<Principal>,
     Path(NamePath { name }): Path<NamePath>,
     Query(param): Query<ContextParam>,
@@ -227,7 +235,9 @@ pub(crate) async fn create(
     apply_to(body, &state, &mut record, param.context).await?;
     let stored = state.metastore.create(record).await?;
     tracing::info!(cluster = %stored.record.name, by = %by.name, "cluster registered");
-    Ok(Reply::created(view::view(&state, &stored, true).await))
+    Ok(Reply::created(
+        view::view(&state, &visible, &stored, true).await,
+    ))
 }
 
 #[utoipa::path(put, path = "/cluster/{name}", operation_id = "updateCluster", tag = "clusters",
@@ -237,6 +247,7 @@ pub(crate) async fn create(
         Errors))]
 pub(crate) async fn update(
     State(state): State<AppState>,
+    visible: Visible,
     Extension(by): Extension<Principal>,
     Path(NamePath { name }): Path<NamePath>,
     Query(param): Query<ContextParam>,
@@ -247,7 +258,7 @@ pub(crate) async fn update(
     apply_to(body, &state, &mut record, param.context).await?;
     let stored = state.metastore.update(record, current.version).await?;
     tracing::info!(cluster = %name, by = %by.name, "cluster updated");
-    Ok(Reply::ok(view::view(&state, &stored, true).await))
+    Ok(Reply::ok(view::view(&state, &visible, &stored, true).await))
 }
 
 #[utoipa::path(delete, path = "/cluster/{name}", operation_id = "deleteCluster", tag = "clusters",
@@ -304,5 +315,9 @@ async fn find(state: &AppState, name: &str) -> Result<Stored<Cluster>, ApiError>
         .metastore
         .get::<Cluster>(name)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("cluster {name:?} not found")))
+        .ok_or_else(|| not_found(name))
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::not_found(format!("cluster {name:?} not found"))
 }

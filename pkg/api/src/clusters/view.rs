@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::scope::Visible;
 use crate::types::{
     ClusterAccess, ClusterMetadata, ClusterSpec, ClusterStatus, ClusterView, Credential,
     RuleInForceView, SyncView, TypeView,
@@ -90,6 +91,7 @@ pub(super) fn resource_yaml(
 /// A cluster as answered; `with_kubeconfig` adds the masked kubeconfig (admins).
 pub(super) async fn view(
     state: &AppState,
+    visible: &Visible,
     cluster: &Stored<Cluster>,
     with_kubeconfig: bool,
 ) -> ClusterView {
@@ -97,7 +99,7 @@ pub(super) async fn view(
     let snapshot = state.sync.as_ref().and_then(|s| s.cluster(&record.name));
     // The record is the metadata store's: storage only adds a count, and a slow or dead
     // storage leaves it unknown rather than holding the answer.
-    let count = tokio::time::timeout(COUNT_TIMEOUT, state.storage.count(Some(&record.name)));
+    let count = tokio::time::timeout(COUNT_TIMEOUT, visible.count(Some(&record.name)));
     let objects_stored = match count.await {
         Ok(Ok(n)) => Some(n),
         Ok(Err(e)) => {

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use axum::extract::{Query as QueryParams, State};
 use karpor_audit::{Severity, SeverityCounts};
 use karpor_search::{Expr, Field, Op, Query, Value};
+use karpor_storage::SearchStorage;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -15,6 +16,7 @@ use super::registered;
 use crate::envelope::{ApiResult, Reply};
 use crate::locator::Locator;
 use crate::openapi::Errors;
+use crate::scope::Visible;
 use crate::types::{AuditData, AuditedResource, Envelope, Issue, IssueGroup, ScoreData};
 use crate::AppState;
 
@@ -48,9 +50,13 @@ fn by_severity(counts: SeverityCounts) -> BTreeMap<String, u64> {
     .collect()
 }
 
-async fn scope(state: &AppState, at: &Locator) -> Result<Query, crate::envelope::ApiError> {
+async fn scope(
+    state: &AppState,
+    visible: &Visible,
+    at: &Locator,
+) -> Result<Query, crate::envelope::ApiError> {
     if let Some(cluster) = at.cluster() {
-        registered(state, cluster).await?;
+        registered(state, visible, cluster).await?;
     }
     Ok(at.query(false))
 }
@@ -60,10 +66,11 @@ async fn scope(state: &AppState, at: &Locator) -> Result<Query, crate::envelope:
     responses((status = 200, body = inline(Envelope<ScoreData>)), Errors))]
 pub(crate) async fn score(
     State(state): State<AppState>,
+    visible: Visible,
     QueryParams(at): QueryParams<Locator>,
 ) -> ApiResult<ScoreData> {
-    let query = scope(&state, &at).await?;
-    let totals = state.storage.audit_totals(&query).await?;
+    let query = scope(&state, &visible, &at).await?;
+    let totals = visible.audit_totals(&query).await?;
     Ok(Reply::ok(ScoreData {
         score: totals.score(),
         resource_total: totals.resources,
@@ -77,16 +84,13 @@ pub(crate) async fn score(
     responses((status = 200, body = inline(Envelope<AuditData>)), Errors))]
 pub(crate) async fn audit(
     State(state): State<AppState>,
+    visible: Visible,
     QueryParams(at): QueryParams<Locator>,
 ) -> ApiResult<AuditData> {
-    let query = scope(&state, &at).await?;
-    let totals = state.storage.audit_totals(&query).await?;
+    let query = scope(&state, &visible, &at).await?;
+    let totals = visible.audit_totals(&query).await?;
     let mut groups = Vec::new();
-    for bucket in state
-        .storage
-        .terms(&Field::Issue, &query, MAX_GROUPS)
-        .await?
-    {
+    for bucket in visible.terms(&Field::Issue, &query, MAX_GROUPS).await? {
         let mut of_rule = query.clone();
         of_rule.filter = Expr::And(vec![
             query.filter.clone(),
@@ -96,7 +100,7 @@ pub(crate) async fn audit(
                 value: Value::Text(bucket.key.clone()),
             },
         ]);
-        let page = state.storage.search(&of_rule, 0, GROUP_RESOURCES).await?;
+        let page = visible.search(&of_rule, 0, GROUP_RESOURCES).await?;
         let Some(finding) = page
             .items
             .first()

@@ -20,6 +20,7 @@ use crate::locator::Locator;
 use crate::openapi::Errors;
 use crate::params::{yaml, Format};
 use crate::redact;
+use crate::scope::{Object as ScopedObject, Visible};
 use crate::types::{DetailedObject, Envelope, ObjectOrYaml, Provenance};
 use crate::AppState;
 
@@ -42,6 +43,7 @@ pub(super) struct DetailParams {
         Errors))]
 pub(crate) async fn detail(
     State(state): State<AppState>,
+    visible: Visible,
     Extension(caller): Extension<Principal>,
     QueryParams(at): QueryParams<Locator>,
     QueryParams(params): QueryParams<DetailParams>,
@@ -54,12 +56,12 @@ pub(crate) async fn detail(
         tracing::info!(target: ACCESS_LOG, who = %caller.name, cluster = at.cluster().unwrap_or(""),
             kind = at.kind().unwrap_or(""), namespace = at.namespace().unwrap_or(""),
             name = at.name().unwrap_or(""), "live object read");
-        match live(&state, &at).await {
+        match live(&state, &visible, &at).await {
             Ok(answer) => answer,
             Err(refusal) => return Err(refusal),
         }
     } else {
-        let document = one(&state, &at)
+        let document = one(&visible, &at)
             .await
             .map_err(IntoResponse::into_response)?;
         let provenance = Provenance {
@@ -84,8 +86,23 @@ pub(crate) async fn detail(
     Ok(Reply::ok(answer))
 }
 
+/// An object the cluster answered, as a scope judges it.
+fn seen<'a>(cluster: &'a str, object: &'a Value) -> ScopedObject<'a> {
+    let metadata = &object["metadata"];
+    ScopedObject {
+        cluster,
+        namespace: metadata["namespace"].as_str().filter(|n| !n.is_empty()),
+        kind: object["kind"].as_str().unwrap_or_default(),
+        name: metadata["name"].as_str().unwrap_or_default(),
+    }
+}
+
 /// The object from its cluster now, redacted as stored ones are.
-async fn live(state: &AppState, at: &Locator) -> Result<(Value, Provenance), Response> {
+async fn live(
+    state: &AppState,
+    visible: &Visible,
+    at: &Locator,
+) -> Result<(Value, Provenance), Response> {
     let bad = |e: ApiError| e.into_response();
     let Some(cluster) = at.cluster.clone() else {
         return Err(bad(ApiError::bad_request(
@@ -93,15 +110,16 @@ async fn live(state: &AppState, at: &Locator) -> Result<(Value, Provenance), Res
         )));
     };
     let target = crate::live::object_ref(at).map_err(bad)?;
-    let client = crate::live::client(state, &cluster).await?;
+    let client = crate::live::client(state, visible, &cluster).await?;
     let read = crate::live::bounded(&cluster, async {
         Ok(crate::live::object::read(client, &target).await)
     })
     .await
     .map_err(bad)?;
     let object = match read {
-        Ok(Some(object)) => object,
-        Ok(None) => {
+        // Judged by what the cluster answered, not by what was asked.
+        Ok(Some(object)) if visible.object(seen(&cluster, &object)) => object,
+        Ok(_) => {
             return Err(bad(ApiError::not_found(format!(
                 "no {} {:?} in the cluster now",
                 target.kind, target.name

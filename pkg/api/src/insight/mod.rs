@@ -9,12 +9,13 @@ mod summary;
 use crate::access::{Permission, Routes};
 use axum::extract::State;
 use karpor_core::model::{Cluster, ResourceGroupRule};
-use karpor_storage::{ResourceDocument, Storage};
+use karpor_storage::{ResourceDocument, SearchStorage};
 use utoipa_axum::routes;
 
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::locator::Locator;
 use crate::openapi::Errors;
+use crate::scope::Visible;
 use crate::types::{Envelope, Stats};
 use crate::AppState;
 
@@ -30,10 +31,14 @@ pub(crate) fn routes() -> Routes {
 #[utoipa::path(get, path = "/insight/stats", operation_id = "insightStats", tag = "insight",
     responses((status = 200, body = inline(Envelope<Stats>)),
         Errors))]
-pub(crate) async fn stats(State(state): State<AppState>) -> ApiResult<Stats> {
-    let clusters = state.metastore.list_all::<Cluster>().await?.len();
+pub(crate) async fn stats(State(state): State<AppState>, visible: Visible) -> ApiResult<Stats> {
+    let clusters = state.metastore.list_all::<Cluster>().await?;
+    let clusters = clusters
+        .iter()
+        .filter(|c| visible.cluster(&c.record.name))
+        .count();
     let rules = state.metastore.list_all::<ResourceGroupRule>().await?.len();
-    let resources = state.storage.count(None).await?;
+    let resources = visible.count(None).await?;
     Ok(Reply::ok(Stats {
         cluster_count: clusters,
         resource_count: resources,
@@ -43,13 +48,13 @@ pub(crate) async fn stats(State(state): State<AppState>) -> ApiResult<Stats> {
 
 /// The one document a locator names (kind and name required); deleted ones too, newest
 /// first, as Karpor falls back to what storage kept.
-pub(crate) async fn one(state: &AppState, at: &Locator) -> Result<ResourceDocument, ApiError> {
+pub(crate) async fn one(visible: &Visible, at: &Locator) -> Result<ResourceDocument, ApiError> {
     if at.kind().is_none() || at.name().is_none() || at.cluster().is_none() {
         return Err(ApiError::bad_request(
             "a resource needs cluster, kind and name",
         ));
     }
-    let found = state.storage.search(&at.query(false), 0, 2).await?;
+    let found = visible.search(&at.query(false), 0, 2).await?;
     let mut items = found.items.into_iter();
     match (items.next(), items.next()) {
         (None, _) => Err(ApiError::not_found("no such resource")),
@@ -63,7 +68,7 @@ pub(crate) async fn one(state: &AppState, at: &Locator) -> Result<ResourceDocume
 
 /// Every document of a query, page by page, up to `cap`.
 async fn every(
-    storage: &dyn Storage,
+    storage: &Visible,
     query: &karpor_search::Query,
     cap: u64,
 ) -> Result<Vec<ResourceDocument>, ApiError> {
@@ -81,11 +86,15 @@ async fn every(
     }
 }
 
-/// Whether the cluster is registered (a 404 otherwise).
-pub(crate) async fn registered(state: &AppState, cluster: &str) -> Result<(), ApiError> {
+/// Whether the cluster is registered and the caller sees it (a 404 otherwise).
+pub(crate) async fn registered(
+    state: &AppState,
+    visible: &Visible,
+    cluster: &str,
+) -> Result<(), ApiError> {
     match state.metastore.get::<Cluster>(cluster).await? {
-        Some(_) => Ok(()),
-        None => Err(ApiError::not_found(format!(
+        Some(_) if visible.cluster(cluster) => Ok(()),
+        _ => Err(ApiError::not_found(format!(
             "cluster {cluster:?} not found"
         ))),
     }

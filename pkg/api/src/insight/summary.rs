@@ -8,13 +8,14 @@ use std::collections::BTreeMap;
 use axum::extract::{Query as QueryParams, State};
 use karpor_kube::quantity;
 use karpor_search::{Expr, Field, Op, Query, Value as SearchValue};
-use karpor_storage::ResourceDocument;
+use karpor_storage::{ResourceDocument, SearchStorage};
 use serde_json::Value;
 
 use super::{every, one, registered};
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::locator::{Locator, Scope};
 use crate::openapi::Errors;
+use crate::scope::Visible;
 use crate::types::{
     ClusterDetail, Count, CustomSummary, Envelope, GvkSummary, NamespaceSummary, ResourceGroup,
     ResourceSummary, SummarizedResource, SummaryAnswer,
@@ -34,15 +35,16 @@ const MAX_OBJECTS: u64 = 200_000;
         Errors))]
 pub(crate) async fn summary(
     State(state): State<AppState>,
+    visible: Visible,
     QueryParams(at): QueryParams<Locator>,
 ) -> ApiResult<SummaryAnswer> {
     if let Some(cluster) = at.cluster() {
-        registered(&state, cluster).await?;
+        registered(&state, &visible, cluster).await?;
     }
     let answer = match at.scope() {
-        Scope::Cluster => SummaryAnswer::Cluster(cluster_detail(&state, &at).await?),
+        Scope::Cluster => SummaryAnswer::Cluster(cluster_detail(&state, &visible, &at).await?),
         Scope::Resource | Scope::NonNamespacedResource => {
-            SummaryAnswer::Resource(resource(one(&state, &at).await?))
+            SummaryAnswer::Resource(resource(one(&visible, &at).await?))
         }
         Scope::Gvk | Scope::ClusterGvkNamespace => {
             let api_version = at.api_version().unwrap_or_default();
@@ -55,7 +57,7 @@ pub(crate) async fn summary(
                 group,
                 version,
                 kind: at.kind().unwrap_or_default().to_owned(),
-                count: state.storage.search(&at.query(false), 0, 0).await?.total,
+                count: visible.search(&at.query(false), 0, 0).await?.total,
                 namespace: at.namespace().map(str::to_owned),
             })
         }
@@ -64,9 +66,9 @@ pub(crate) async fn summary(
             SummaryAnswer::Namespace(NamespaceSummary {
                 cluster: at.cluster().unwrap_or_default().to_owned(),
                 namespace: at.namespace().unwrap_or_default().to_owned(),
-                count_by_gvk: count_by_gvk(&state, &query).await?,
-                resource_count: state.storage.search(&query, 0, 0).await?.total,
-                count_by_kind: counts(&state, Field::Kind, &query).await?,
+                count_by_gvk: count_by_gvk(&visible, &query).await?,
+                resource_count: visible.search(&query, 0, 0).await?.total,
+                count_by_kind: counts(&visible, Field::Kind, &query).await?,
             })
         }
         Scope::Custom => {
@@ -81,17 +83,16 @@ pub(crate) async fn summary(
                     labels: at.labels(),
                     annotations: at.annotations(),
                 },
-                count_by_gvk: count_by_gvk(&state, &query).await?,
-                resource_count: state.storage.search(&query, 0, 0).await?.total,
+                count_by_gvk: count_by_gvk(&visible, &query).await?,
+                resource_count: visible.search(&query, 0, 0).await?.total,
             })
         }
     };
     Ok(Reply::ok(answer))
 }
 
-async fn counts(state: &AppState, field: Field, query: &Query) -> Result<Vec<Count>, ApiError> {
-    Ok(state
-        .storage
+async fn counts(visible: &Visible, field: Field, query: &Query) -> Result<Vec<Count>, ApiError> {
+    Ok(visible
         .terms(&field, query, BUCKETS)
         .await?
         .into_iter()
@@ -103,9 +104,9 @@ async fn counts(state: &AppState, field: Field, query: &Query) -> Result<Vec<Cou
 }
 
 /// The commonest types as `Kind.apiVersion` (Karpor's keys), five at most.
-async fn count_by_gvk(state: &AppState, query: &Query) -> Result<BTreeMap<String, u64>, ApiError> {
+async fn count_by_gvk(visible: &Visible, query: &Query) -> Result<BTreeMap<String, u64>, ApiError> {
     let mut types = Vec::new();
-    for kind in state.storage.terms(&Field::Kind, query, TOP_TYPES).await? {
+    for kind in visible.terms(&Field::Kind, query, TOP_TYPES).await? {
         let mut of_kind = query.clone();
         of_kind.filter = Expr::And(vec![
             query.filter.clone(),
@@ -115,8 +116,7 @@ async fn count_by_gvk(state: &AppState, query: &Query) -> Result<BTreeMap<String
                 value: SearchValue::Text(kind.key.clone()),
             },
         ]);
-        for version in state
-            .storage
+        for version in visible
             .terms(&Field::ApiVersion, &of_kind, TOP_TYPES)
             .await?
         {
@@ -161,7 +161,11 @@ fn pod_status(pod: &Value) -> String {
     }
 }
 
-async fn cluster_detail(state: &AppState, at: &Locator) -> Result<ClusterDetail, ApiError> {
+async fn cluster_detail(
+    state: &AppState,
+    visible: &Visible,
+    at: &Locator,
+) -> Result<ClusterDetail, ApiError> {
     let cluster = at.cluster().unwrap_or_default().to_owned();
     let of_kind = |kind: &str| Locator {
         cluster: at.cluster.clone(),
@@ -172,8 +176,7 @@ async fn cluster_detail(state: &AppState, at: &Locator) -> Result<ClusterDetail,
         cluster: cluster.clone(),
         ..ClusterDetail::default()
     };
-    let storage = state.storage.as_ref();
-    for node in every(storage, &of_kind("Node").query(false), MAX_OBJECTS).await? {
+    for node in every(visible, &of_kind("Node").query(false), MAX_OBJECTS).await? {
         let status = &node.object["status"];
         detail.node_count += 1;
         let ready = status["conditions"]
@@ -204,7 +207,7 @@ async fn cluster_detail(state: &AppState, at: &Locator) -> Result<ClusterDetail,
             .and_then(quantity::whole)
             .unwrap_or(0);
     }
-    for pod in every(storage, &of_kind("Pod").query(false), MAX_OBJECTS).await? {
+    for pod in every(visible, &of_kind("Pod").query(false), MAX_OBJECTS).await? {
         let phase = pod.object["status"]["phase"].as_str().unwrap_or_default();
         if matches!(phase, "Succeeded" | "Failed") {
             continue;
@@ -225,9 +228,9 @@ async fn cluster_detail(state: &AppState, at: &Locator) -> Result<ClusterDetail,
         }
     }
     let everything = at.query(false);
-    detail.resource_count = state.storage.search(&everything, 0, 0).await?.total;
-    detail.count_by_kind = counts(state, Field::Kind, &everything).await?;
-    detail.count_by_namespace = counts(state, Field::Namespace, &everything).await?;
+    detail.resource_count = visible.search(&everything, 0, 0).await?.total;
+    detail.count_by_kind = counts(visible, Field::Kind, &everything).await?;
+    detail.count_by_namespace = counts(visible, Field::Namespace, &everything).await?;
     let snapshot = state.sync.as_ref().and_then(|s| s.cluster(&cluster));
     detail.sync_state = snapshot
         .as_ref()

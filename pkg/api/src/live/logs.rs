@@ -28,9 +28,10 @@ use tokio::time::Instant;
 use utoipa::IntoParams;
 
 use super::bounds::{LiveLimits, StreamSlot};
-use crate::auth::Principal;
+use crate::auth::{Grants, Principal};
 use crate::envelope::{ApiError, Unenveloped};
 use crate::openapi::Errors;
+use crate::scope::{Object as ScopedObject, Visible};
 use crate::types::LogLine;
 use crate::AppState;
 
@@ -135,7 +136,9 @@ impl LogQuery {
         body = LogLine, content_type = "text/event-stream"), Errors))]
 pub(crate) async fn pod_log(
     State(state): State<AppState>,
+    visible: Visible,
     Extension(caller): Extension<Principal>,
+    Extension(grants): Extension<Grants>,
     Path((cluster, namespace, pod)): Path<(ClusterName, Namespace, ObjectName)>,
     QueryParams(query): QueryParams<LogQuery>,
 ) -> Response {
@@ -144,11 +147,23 @@ pub(crate) async fn pod_log(
         Ok(params) => params,
         Err(e) => return e.into_response(),
     };
+    // Only where its grants give the role that reads logs; a pod outside them is not
+    // found, as one that does not exist.
+    let object = ScopedObject {
+        cluster: &cluster,
+        namespace: Some(&namespace),
+        kind: "Pod",
+        name: &pod,
+    };
+    if !visible.object_as(object, grants.pod_logs) {
+        return ApiError::not_found(format!("no pod {pod:?} in namespace {namespace:?}"))
+            .into_response();
+    }
     let slot = match state.live.open_stream(&caller.name) {
         Ok(slot) => slot,
         Err(limited) => return limited.into_response(),
     };
-    let reader = match open(&state, &cluster, &namespace, &pod, &params).await {
+    let reader = match open(&state, &visible, &cluster, &namespace, &pod, &params).await {
         Ok(reader) => reader,
         Err(refusal) => return refusal,
     };
@@ -170,12 +185,13 @@ type Reader = Pin<Box<dyn AsyncBufRead + Send>>;
 /// The pod's log from its cluster, once the cluster has answered.
 async fn open(
     state: &AppState,
+    visible: &Visible,
     cluster: &ClusterName,
     namespace: &Namespace,
     pod: &ObjectName,
     params: &LogParams,
 ) -> Result<Reader, Response> {
-    let client = super::client(state, cluster).await?;
+    let client = super::client(state, visible, cluster).await?;
     let pods: Api<Pod> = Api::namespaced(client, namespace);
     match tokio::time::timeout(OPEN_TIMEOUT, pods.log_stream(pod, params)).await {
         Ok(Ok(reader)) => Ok(Box::pin(reader)),

@@ -35,6 +35,7 @@ use crate::envelope::{ApiError, Reply, Unenveloped};
 use crate::locator::{Locator, Scope};
 use crate::openapi::Errors;
 use crate::redact;
+use crate::scope::{Object as ScopedObject, Visible};
 use crate::types::StreamedEvent;
 use crate::AppState;
 use bounds::StreamSlot;
@@ -58,13 +59,17 @@ pub(crate) fn routes() -> Routes {
 }
 
 /// The client of a registered cluster, for one call taken from the cluster's budget.
-pub(crate) async fn client(state: &AppState, cluster: &ClusterName) -> Result<Client, Response> {
-    let Some(record) = state
-        .metastore
-        .get::<Cluster>(cluster.as_str())
-        .await
-        .map_err(|e| ApiError::from(e).into_response())?
-    else {
+/// A cluster the caller does not see is not found, as an unregistered one.
+pub(crate) async fn client(
+    state: &AppState,
+    visible: &Visible,
+    cluster: &ClusterName,
+) -> Result<Client, Response> {
+    let record = match visible.cluster(cluster) {
+        true => state.metastore.get::<Cluster>(cluster.as_str()).await,
+        false => Ok(None),
+    };
+    let Some(record) = record.map_err(|e| ApiError::from(e).into_response())? else {
         return Err(ApiError::not_found(format!("cluster {cluster:?} not found")).into_response());
     };
     state
@@ -140,9 +145,21 @@ fn last_seen(e: &Event) -> String {
         .unwrap_or_default()
 }
 
-/// The events of what `at` locates, newest first.
+/// Whether the caller sees what an event is about (an event is its object's).
+fn about_visible(visible: &Visible, cluster: &str, event: &Event) -> bool {
+    let about = &event.involved_object;
+    visible.object(ScopedObject {
+        cluster,
+        namespace: about.namespace.as_deref().filter(|n| !n.is_empty()),
+        kind: about.kind.as_deref().unwrap_or_default(),
+        name: about.name.as_deref().unwrap_or_default(),
+    })
+}
+
+/// The events of what `at` locates that the caller sees, newest first.
 async fn list_events(
     client: Client,
+    visible: &Visible,
     at: &Locator,
     cluster: &ClusterName,
 ) -> Result<Vec<Event>, ApiError> {
@@ -189,6 +206,7 @@ async fn list_events(
                 .is_none_or(|v| v == api_version)
         });
     }
+    events.retain(|e| about_visible(visible, cluster, e));
     events.sort_by_key(|e| std::cmp::Reverse(last_seen(e)));
     events.truncate(MAX_EVENTS);
     Ok(events)
@@ -201,6 +219,7 @@ async fn list_events(
         Errors))]
 pub(crate) async fn events(
     State(state): State<AppState>,
+    visible: Visible,
     QueryParams(at): QueryParams<Locator>,
 ) -> Result<Reply<Vec<Value>>, Response> {
     let Some(cluster) = at.cluster.clone() else {
@@ -208,8 +227,8 @@ pub(crate) async fn events(
             ApiError::bad_request("events are of one cluster: give cluster").into_response(),
         );
     };
-    let client = client(&state, &cluster).await?;
-    let events = list_events(client, &at, &cluster)
+    let client = client(&state, &visible, &cluster).await?;
+    let events = list_events(client, &visible, &at, &cluster)
         .await
         .map_err(IntoResponse::into_response)?;
     let events: Vec<Value> = events
@@ -258,6 +277,7 @@ fn streamed(e: &Event) -> StreamedEvent {
         body = String, content_type = "text/event-stream"), Errors))]
 pub(crate) async fn event_stream(
     State(state): State<AppState>,
+    visible: Visible,
     Extension(caller): Extension<Principal>,
     Path((cluster, namespace, name)): Path<(ClusterName, Namespace, ObjectName)>,
     QueryParams(params): QueryParams<StreamParams>,
@@ -272,8 +292,8 @@ pub(crate) async fn event_stream(
     };
     // An unknown cluster is the request's error, not a stream of in-band warnings.
     match state.metastore.get::<Cluster>(cluster.as_str()).await {
-        Ok(Some(_)) => {}
-        Ok(None) => {
+        Ok(Some(_)) if visible.cluster(&cluster) => {}
+        Ok(_) => {
             return ApiError::not_found(format!("cluster {cluster:?} not found")).into_response()
         }
         Err(e) => return ApiError::from(e).into_response(),
@@ -283,7 +303,7 @@ pub(crate) async fn event_stream(
         Err(limited) => return limited.into_response(),
     };
     let wanted = params.event_type;
-    let frames = frames(state, at, cluster, wanted, slot);
+    let frames = frames(state, visible, at, cluster, wanted, slot);
     let mut response = Sse::new(frames)
         .keep_alive(KeepAlive::default())
         .into_response();
@@ -295,17 +315,20 @@ pub(crate) async fn event_stream(
 /// the stream ends or its client goes away (the stream is dropped).
 fn frames(
     state: AppState,
+    visible: Visible,
     at: Locator,
     cluster: ClusterName,
     wanted: Option<String>,
     slot: StreamSlot,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let state = Arc::new(state);
+    let visible = Arc::new(visible);
     let slot = Arc::new(slot);
     let started = tokio::time::Instant::now();
     futures::stream::unfold(true, move |first| {
-        let (state, at, cluster, wanted, slot) = (
+        let (state, visible, at, cluster, wanted, slot) = (
             state.clone(),
+            visible.clone(),
             at.clone(),
             cluster.clone(),
             wanted.clone(),
@@ -319,8 +342,8 @@ fn frames(
             if started.elapsed() > STREAM_FOR {
                 return None;
             }
-            let frame = match client(&state, &cluster).await {
-                Ok(client) => match list_events(client, &at, &cluster).await {
+            let frame = match client(&state, &visible, &cluster).await {
+                Ok(client) => match list_events(client, &visible, &at, &cluster).await {
                     Ok(events) => frame_of(&events, wanted.as_deref()),
                     Err(e) => warning(&e.message),
                 },

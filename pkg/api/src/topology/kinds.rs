@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 
 use karpor_core::model::{KindRef, Relation, RelationRule};
 use karpor_search::{Expr, Field, Op, Query, Value};
-use karpor_storage::{Storage, StorageError};
+use karpor_storage::{SearchStorage, StorageError};
 use karpor_topology::OWNER_KIND;
 
+use crate::scope::Visible;
 use crate::types::{KindNode, TopologyResource};
 
 /// Most kinds in one graph.
@@ -41,7 +42,7 @@ fn with(query: &Query, field: Field, value: &str) -> Query {
 /// The graph of kinds over `scope` (stored, undeleted documents of one cluster): its nodes
 /// say `cluster` and, when the scope is one namespace's, `namespace`.
 pub(crate) async fn graph(
-    storage: &dyn Storage,
+    storage: &Visible,
     rules: &[RelationRule],
     scope: &Query,
     cluster: &str,

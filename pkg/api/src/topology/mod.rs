@@ -14,6 +14,7 @@ use crate::access::{Permission, Routes};
 use axum::extract::{Query as QueryParams, State};
 use karpor_core::model::RelationRule;
 use karpor_search::Field;
+use karpor_storage::SearchStorage;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::routes;
@@ -21,6 +22,7 @@ use utoipa_axum::routes;
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::locator::{Locator, Scope};
 use crate::openapi::Errors;
+use crate::scope::Visible;
 use crate::types::{Envelope, TopologyAnswer};
 use crate::AppState;
 
@@ -59,17 +61,17 @@ const MAX_CLUSTERS: usize = 500;
 /// by cluster as Karpor's custom topology is.
 async fn group_graph(
     state: &AppState,
+    visible: &Visible,
     rules: &[RelationRule],
     at: &Locator,
 ) -> ApiResult<TopologyAnswer> {
     let scope = at.query(false);
     let clusters = match at.cluster() {
         Some(cluster) => {
-            crate::insight::registered(state, cluster).await?;
+            crate::insight::registered(state, visible, cluster).await?;
             vec![cluster.to_owned()]
         }
-        None => state
-            .storage
+        None => visible
             .terms(&Field::Cluster, &scope, MAX_CLUSTERS)
             .await?
             .into_iter()
@@ -78,14 +80,7 @@ async fn group_graph(
     };
     let mut graphs = BTreeMap::new();
     for cluster in clusters {
-        let graph = kinds::graph(
-            state.storage.as_ref(),
-            rules,
-            &scope,
-            &cluster,
-            at.namespace(),
-        )
-        .await?;
+        let graph = kinds::graph(visible, rules, &scope, &cluster, at.namespace()).await?;
         graphs.insert(cluster, graph);
     }
     Ok(Reply::ok(TopologyAnswer::Kinds(graphs)))
@@ -110,19 +105,20 @@ pub(crate) async fn rules_in_force(state: &AppState) -> Result<Vec<RelationRule>
         Errors))]
 pub(crate) async fn topology(
     State(state): State<AppState>,
+    visible: Visible,
     QueryParams(at): QueryParams<Locator>,
     QueryParams(params): QueryParams<TopologyParams>,
 ) -> ApiResult<TopologyAnswer> {
     let rules = rules_in_force(&state).await?;
     if at.scope() == Scope::Custom {
-        return group_graph(&state, &rules, &at).await;
+        return group_graph(&state, &visible, &rules, &at).await;
     }
     let Some(cluster) = at.cluster() else {
         return Err(ApiError::bad_request(
             "a topology is of one cluster: give cluster",
         ));
     };
-    crate::insight::registered(&state, cluster).await?;
+    crate::insight::registered(&state, &visible, cluster).await?;
     let cluster = cluster.to_owned();
     match at.scope() {
         Scope::Resource | Scope::NonNamespacedResource => {
@@ -132,22 +128,16 @@ pub(crate) async fn topology(
                 .and_then(|h| h.trim().parse().ok())
                 .unwrap_or(DEFAULT_HOPS)
                 .clamp(1, MAX_HOPS);
-            let root = crate::insight::one(&state, &at).await?;
-            let graph = resource_graph(state.storage.as_ref(), &rules, root, hops).await?;
+            let root = crate::insight::one(&visible, &at).await?;
+            let graph = resource_graph(&visible, &rules, root, hops).await?;
             Ok(Reply::ok(TopologyAnswer::Resources(BTreeMap::from([(
                 cluster,
                 graph.nodes(),
             )]))))
         }
         Scope::Cluster | Scope::Namespace => {
-            let graph = kinds::graph(
-                state.storage.as_ref(),
-                &rules,
-                &at.query(false),
-                &cluster,
-                at.namespace(),
-            )
-            .await?;
+            let graph =
+                kinds::graph(&visible, &rules, &at.query(false), &cluster, at.namespace()).await?;
             Ok(Reply::ok(TopologyAnswer::Kinds(BTreeMap::from([(
                 cluster, graph,
             )]))))

@@ -8,11 +8,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use karpor_core::model::{KindRef, Relation, RelationRule};
 use karpor_search::{Expr, Field, Op, Query, Value};
-use karpor_storage::{ResourceDocument, Storage, StorageError};
+use karpor_storage::{ResourceDocument, SearchStorage, StorageError};
 use karpor_topology::{
     owner_key, parse_reference_key, reference_key, selector_at, selector_key, selects,
 };
 
+use crate::scope::Visible;
 use crate::types::{ResourceNode, TopologyResource};
 
 /// Most objects in one graph: a Node's pods, a namespace's secrets... the rest is left out.
@@ -108,7 +109,7 @@ fn live(mut all: Vec<Expr>) -> Query {
     }
 }
 
-async fn find(storage: &dyn Storage, query: Query) -> Result<Vec<ResourceDocument>, StorageError> {
+async fn find(storage: &Visible, query: Query) -> Result<Vec<ResourceDocument>, StorageError> {
     Ok(storage.search(&query, 0, PER_LOOKUP).await?.items)
 }
 
@@ -124,7 +125,7 @@ fn of_kind(cluster: &str, kind: &KindRef, namespace: Option<&str>, mut more: Vec
 
 /// What `doc` owns, selects or names.
 async fn children(
-    storage: &dyn Storage,
+    storage: &Visible,
     rules: &[RelationRule],
     doc: &ResourceDocument,
 ) -> Result<Vec<ResourceDocument>, StorageError> {
@@ -183,7 +184,7 @@ async fn children(
 
 /// What owns, selects or names `doc`.
 async fn parents(
-    storage: &dyn Storage,
+    storage: &Visible,
     rules: &[RelationRule],
     doc: &ResourceDocument,
 ) -> Result<Vec<ResourceDocument>, StorageError> {
@@ -253,7 +254,7 @@ async fn parents(
 
 /// The graph around `root`: `hops` up its parents and `hops` down its children.
 pub(crate) async fn graph(
-    storage: &dyn Storage,
+    storage: &Visible,
     rules: &[RelationRule],
     root: ResourceDocument,
     hops: usize,

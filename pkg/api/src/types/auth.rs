@@ -7,13 +7,40 @@ use utoipa::ToSchema;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Identity {
-    /// The token's name in `auth.tokens` (or the local admin token's), or `anonymous`.
+    /// The token's name in `auth.tokens` (or the local admin token's), the user a
+    /// Kubernetes token or an OIDC token names, or `anonymous`.
     pub user: String,
-    /// `guest` or `admin`.
+    /// As the identity provider gave them.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// The highest role its grants give: `viewer`, `editor` or `admin`.
     pub role: String,
     /// No credential was sent (anonymous reads are on).
     pub anonymous: bool,
-    /// What this caller may do on this server: `read`, `write` (not in read-only mode),
-    /// `admin`, `pod-logs`.
+    /// What this caller may do on this server: `read`, `edit` and `write` (not in
+    /// read-only mode), `admin`, `pod-logs`.
     pub may: Vec<String>,
+    /// The policies that let it in (none for a token's own role or anonymous reads).
+    #[serde(default)]
+    pub policies: Vec<String>,
+    /// Where it may read: each grant, joined.
+    #[serde(default)]
+    pub scope: Vec<GrantView>,
+}
+
+/// One part of the fleet a caller may see; an absent list is all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantView {
+    pub role: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_labels: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<String>>,
+    /// Secrets' metadata is in it.
+    pub secrets: bool,
 }

@@ -79,10 +79,14 @@ async fn every_route_answers_each_role_as_its_permission_says() {
             Permission::Public | Permission::Read => {
                 assert_let_through(endpoint, "guest", &(status, body));
             }
-            // Pod logs need the admin role unless `auth.pod_logs` says guest.
+            // Pod logs need the admin role unless `auth.pod_logs` says otherwise.
             Permission::Admin | Permission::Write | Permission::PodLogs => {
                 assert_eq!(status, 403, "{line} as guest: {body}");
                 assert!(body.contains("needs the admin role"), "{line}: {body}");
+            }
+            Permission::Edit => {
+                assert_eq!(status, 403, "{line} as guest: {body}");
+                assert!(body.contains("needs the editor role"), "{line}: {body}");
             }
         }
 
@@ -118,7 +122,7 @@ async fn a_read_only_server_refuses_every_write_with_405_and_nothing_else() {
     for endpoint in &endpoints() {
         let line = endpoint.line();
         let (status, body) = try_endpoint(&api, &admin, endpoint).await;
-        if endpoint.permission == Permission::Write {
+        if !endpoint.permission.allowed_when_read_only() {
             assert_eq!(status, 405, "{line}: {body}");
             assert!(body.contains("read-only"), "{line}: {body}");
             // Checks run in order: token, read-only mode, role.
@@ -225,7 +229,7 @@ async fn tokens_grant_their_roles_and_writes_are_logged_with_the_tokens_name() {
 #[tokio::test]
 async fn anonymous_guests_read_and_are_asked_for_a_token_to_write() {
     let api = Setup {
-        anonymous: Some(Role::Guest),
+        anonymous: Some(Role::Viewer),
         ..Setup::default()
     }
     .start()
@@ -240,6 +244,10 @@ async fn anonymous_guests_read_and_are_asked_for_a_token_to_write() {
             Permission::Admin | Permission::Write | Permission::PodLogs => {
                 assert_eq!(status, 401, "{}: {body}", endpoint.line());
                 assert!(body.contains("admin role"), "{body}");
+            }
+            Permission::Edit => {
+                assert_eq!(status, 401, "{}: {body}", endpoint.line());
+                assert!(body.contains("editor role"), "{body}");
             }
         }
     }
@@ -265,7 +273,7 @@ async fn anonymous_guests_read_and_are_asked_for_a_token_to_write() {
 #[tokio::test]
 async fn authn_accepts_what_karpors_page_sends() {
     let api = Setup {
-        anonymous: Some(Role::Guest),
+        anonymous: Some(Role::Viewer),
         ..Setup::default()
     }
     .start()
@@ -274,13 +282,15 @@ async fn authn_accepts_what_karpors_page_sends() {
     assert_eq!(code, 200, "{answer}");
     assert_eq!(
         answer["data"],
-        json!({"user": "ops", "role": "admin", "anonymous": false,
-               "may": ["read", "write", "admin", "pod-logs"]})
+        json!({"user": "ops", "groups": [], "role": "admin", "anonymous": false,
+               "may": ["read", "edit", "write", "admin", "pod-logs"], "policies": [],
+               "scope": [{"role": "admin", "secrets": true}]})
     );
     let (_, answer) = api.guest().call("GET", "/rest-api/v1/authn", None).await;
     assert_eq!(
         answer["data"],
-        json!({"user": "viewer", "role": "guest", "anonymous": false, "may": ["read"]})
+        json!({"user": "viewer", "groups": [], "role": "viewer", "anonymous": false, "may": ["read"],
+               "policies": [], "scope": [{"role": "viewer", "secrets": true}]})
     );
     let (_, answer) = api
         .anonymous()
@@ -288,7 +298,8 @@ async fn authn_accepts_what_karpors_page_sends() {
         .await;
     assert_eq!(
         answer["data"],
-        json!({"user": "anonymous", "role": "guest", "anonymous": true, "may": ["read"]})
+        json!({"user": "anonymous", "groups": [], "role": "viewer", "anonymous": true, "may": ["read"],
+               "policies": [], "scope": [{"role": "viewer", "secrets": true}]})
     );
     let nobody = api.anonymous();
     for authorization in ["", "Bearer", "Bearer  "] {
@@ -352,7 +363,7 @@ async fn writes_and_refusals_are_lines_of_the_access_log() {
     let written = written.unwrap_or_else(|| panic!("no line for the write in\n{logs}"));
     for field in [
         "who=ops",
-        "permission=\"write\"",
+        "permission=\"edit\"",
         "outcome=\"allowed\"",
         "status=20",
     ] {

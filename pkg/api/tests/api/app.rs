@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use axum::body::{to_bytes, Body};
 use axum::http::{header, Request, Response};
 use axum::Router;
-use karpor_api::{ApiParts, Authenticator, LimitsConfig, LiveBounds, Role};
+use karpor_api::{ApiParts, Authenticator, LimitsConfig, LiveBounds, Policies, PolicyConfig, Role};
 use karpor_kube::ExecSettings;
 use karpor_metastore::{Metastore, MetastoreConfig};
 use karpor_storage::{Storage, StorageConfig};
@@ -27,6 +27,8 @@ pub(crate) struct Setup {
     pub(crate) read_only: bool,
     pub(crate) limits: LimitsConfig,
     pub(crate) exec: ExecSettings,
+    /// `auth.policies`.
+    pub(crate) policies: Vec<PolicyConfig>,
 }
 
 impl Default for Setup {
@@ -36,12 +38,13 @@ impl Default for Setup {
         Setup {
             tokens: vec![
                 ("ops".to_owned(), Role::Admin, ADMIN.to_owned()),
-                ("viewer".to_owned(), Role::Guest, GUEST.to_owned()),
+                ("viewer".to_owned(), Role::Viewer, GUEST.to_owned()),
             ],
             anonymous: None,
             read_only: false,
             limits: LimitsConfig::default(),
             exec: ExecSettings::default(),
+            policies: Vec::new(),
         }
     }
 }
@@ -69,7 +72,15 @@ impl Setup {
             // The syncer runs apart: sync states are `unknown`.
             sync: None,
             exec: exec.clone(),
-            auth: Authenticator::new(self.tokens, self.anonymous),
+            auth: Authenticator::new(
+                self.tokens
+                    .into_iter()
+                    .map(|(name, role, token)| (name, Some(role), token))
+                    .collect(),
+                self.anonymous,
+            )
+            .with_policies(Policies::new(self.policies)),
+            token_review: None,
             read_only: self.read_only,
             pod_logs: Role::Admin,
             live: LiveBounds::new(self.limits.live.clone(), &mut registry),

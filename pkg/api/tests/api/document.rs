@@ -140,7 +140,7 @@ async fn server_configs_answer_karpors_page_outside_the_envelope() {
 /// role may do; anyone else (no anonymous reads, a stale token) the login page.
 #[tokio::test]
 async fn server_configs_answer_for_the_caller() {
-    for (anonymous, read_only) in [(Some(Role::Guest), false), (None, false), (None, true)] {
+    for (anonymous, read_only) in [(Some(Role::Viewer), false), (None, false), (None, true)] {
         let api = Setup {
             anonymous,
             read_only,

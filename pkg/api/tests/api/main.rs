@@ -14,6 +14,7 @@ mod document;
 mod limits;
 mod logs;
 mod policies;
+mod scope;
 mod search;
 mod sync_rules;
 
