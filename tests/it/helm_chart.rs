@@ -1,9 +1,9 @@
 //! The Helm chart (`charts/karpor`): every supported combination lints, renders and
 //! passes `kubernetes-validate --strict`; invalid combinations and wrong values fail with
 //! a clear message; the Deployments carry the health spec's probes and the hardening;
-//! API tokens, the encryption key, the Ingress, monitoring, disruption budgets and
-//! network policies render as karpor and Kubernetes need them; and the config file the
-//! chart renders is accepted by the real binary.
+//! API tokens, policies, OIDC and TokenReview, the encryption key, the Ingress,
+//! monitoring, disruption budgets and network policies render as karpor and Kubernetes
+//! need them; and the config file the chart renders is accepted by the real binary.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -627,6 +627,23 @@ fn wrong_values_fail_the_schema() {
         ("auth.anonymous=admin", "/auth/anonymous"),
         ("auth.anonymous=auto", "/auth/anonymous"),
         ("auth.tokens[0].role=root", "/auth/tokens/0"),
+        ("auth.podLogs=everyone", "/auth/podLogs"),
+        ("auth.policies[0].role=owner", "/auth/policies/0"),
+        (
+            "auth.policies[0].scope.secrets=maybe",
+            "/auth/policies/0/scope/secrets",
+        ),
+        (
+            "auth.tokenReview.cacheFor=soon",
+            "/auth/tokenReview/cacheFor",
+        ),
+        (
+            "auth.tokenReview.concurrency=0",
+            "/auth/tokenReview/concurrency",
+        ),
+        // Asymmetric only: a shared secret would let anyone holding it mint tokens.
+        ("auth.oidc.algorithms={HS256}", "/auth/oidc/algorithms/0"),
+        ("auth.oidc.ca.bogus=1", "bogus"),
         // One level, not a filter (RUST_LOG takes a filter).
         ("log.level=karpor=debug", "/log/level"),
         ("kubernetes.exec.timeout=soon", "/kubernetes/exec/timeout"),
@@ -950,6 +967,22 @@ fn the_real_binary_accepts_every_rendered_config() {
             "readiness.upstreams[0].must_ready=false",
             "health.checks.Other.must_ready=false",
         ]),
+        // Policies over a token without a role, TokenReview, viewer reads. (OIDC joins
+        // once karpor reads `auth.oidc`.)
+        [
+            sets(&[
+                "auth.anonymous=viewer",
+                "auth.podLogs=viewer",
+                "auth.tokens[0].name=ci",
+                "auth.tokens[0].value=ci-token",
+                "auth.tokenReview.cluster=hub",
+                "auth.tokenReview.cacheFor=1m",
+            ]),
+            set_json(&[
+                r#"auth.policies=[{"name":"ci","subjects":{"tokens":["ci"],"groups":["team-a"]},"role":"editor","scope":{"clusterLabels":"team=a","namespaces":["web"],"secrets":true}}]"#,
+            ]),
+        ]
+        .concat(),
     ] {
         let objects = Objects::parse(&tools.render(&values));
         for (role, command) in [("server", "serve"), ("syncer", "syncer")] {
@@ -965,8 +998,8 @@ fn the_real_binary_accepts_every_rendered_config() {
         }
     }
     assert_eq!(
-        checked, 11,
-        "5 split deployments (server + syncer) and sqlite"
+        checked, 13,
+        "6 split deployments (server + syncer) and sqlite"
     );
 }
 
@@ -1052,6 +1085,318 @@ fn given_api_tokens_reach_karpor_as_files_and_never_the_config_map() {
         file(RELEASE, "auth-token-1", "auth-token-1"),
     ] {
         assert!(files.contains(&expected), "{expected:?} in {files:?}");
+    }
+}
+
+/// Values written to a file of `dir`, as `-f FILE` (for values too nested for `--set`).
+fn values_text(dir: &Path, text: &str) -> Vec<String> {
+    let file = dir.join("values.yaml");
+    std::fs::write(&file, text).unwrap();
+    vec!["-f".into(), file.display().to_string()]
+}
+
+/// The file a pod's volume `name` puts at its mount: the mount path and the volume's
+/// one item; `None` when the pod has no such volume or its container no such mount.
+fn mounted_file(deployment: &Value, name: &str) -> Option<(Value, String)> {
+    let volume = at(deployment, "spec.template.spec.volumes")
+        .and_then(Value::as_sequence)
+        .expect("volumes")
+        .iter()
+        .find(|v| str_at(v, "name") == name)?;
+    let mount = at(container(deployment), "volumeMounts")
+        .and_then(Value::as_sequence)
+        .expect("volume mounts")
+        .iter()
+        .find(|m| str_at(m, "name") == name)?;
+    assert_eq!(at(mount, "readOnly").and_then(Value::as_bool), Some(true));
+    let source = volume
+        .get("configMap")
+        .or_else(|| volume.get("secret"))
+        .expect("a ConfigMap or Secret volume");
+    let items = at(source, "items").and_then(Value::as_sequence).unwrap();
+    assert_eq!(items.len(), 1, "{volume:?}");
+    let file = format!(
+        "{}/{}",
+        str_at(mount, "mountPath"),
+        str_at(&items[0], "path")
+    );
+    Some((volume.clone(), file))
+}
+
+const ISSUER_CA: &str =
+    "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUKarpor\n-----END CERTIFICATE-----\n";
+
+/// Policies, OIDC with a CA given as a value, TokenReview: every access setting at once.
+fn access_values() -> String {
+    let ca = ISSUER_CA.replace('\n', "\n        ");
+    format!(
+        r#"
+auth:
+  anonymous: viewer
+  podLogs: editor
+  tokens:
+    - {{name: ops, role: admin, value: ops-token-0123456789}}
+    - {{name: ci, value: ci-token-0123456789}}
+  policies:
+    - name: platform
+      subjects: {{groups: [platform]}}
+      role: admin
+    - name: team-a
+      subjects: {{users: [alice@example.com], groups: [team-a], tokens: [ci], anonymous: false}}
+      role: viewer
+      scope:
+        clusters: [prod-eu, prod-us]
+        clusterLabels: "team=a,env=prod"
+        namespaces: [web, api]
+        kinds: [Deployment, Pod]
+        secrets: false
+  tokenReview:
+    cluster: hub
+    audiences: []
+    cacheFor: 30s
+    concurrency: 16
+  oidc:
+    issuer: https://dex.example.com:5556/dex
+    audiences: [karpor]
+    usernameClaim: sub
+    usernamePrefix: ""
+    groupsClaim: groups
+    groupsPrefix: ""
+    algorithms: [RS256, ES256]
+    clockSkew: 30s
+    keysRefresh: 1h
+    ca:
+      value: |
+        {ca}
+networkPolicy:
+  enabled: true
+"#
+    )
+}
+
+#[test]
+fn policies_oidc_and_token_review_reach_the_server_config_only() {
+    let Some(tools) = tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let objects = tools.check(&values_text(dir.path(), &access_values()));
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "auth"),
+        Some(&yaml(
+            r#"
+anonymous: viewer
+pod_logs: editor
+tokens:
+  - {name: ops, role: admin, token: {file: /etc/karpor/secrets/auth-token-0}}
+  - {name: ci, token: {file: /etc/karpor/secrets/auth-token-1}}
+policies:
+  - name: platform
+    subjects: {groups: [platform]}
+    role: admin
+  - name: team-a
+    subjects: {users: [alice@example.com], groups: [team-a], tokens: [ci], anonymous: false}
+    role: viewer
+    scope:
+      clusters: [prod-eu, prod-us]
+      cluster_labels: "team=a,env=prod"
+      namespaces: [web, api]
+      kinds: [Deployment, Pod]
+      secrets: false
+token_review:
+  cluster: hub
+  cache_for: 30s
+  concurrency: 16
+oidc:
+  issuer: https://dex.example.com:5556/dex
+  audiences: [karpor]
+  username_claim: sub
+  username_prefix: ""
+  groups_claim: groups
+  groups_prefix: ""
+  ca_file: /etc/karpor/oidc/ca.crt
+  algorithms: [RS256, ES256]
+  clock_skew: 30s
+  keys_refresh: 1h
+"#
+        ))
+    );
+    // The CA: in a ConfigMap of the chart, mounted in the server's pods where ca_file
+    // says.
+    let ca_map = objects.get(&format!("ConfigMap/{RELEASE}-oidc-ca"));
+    assert_eq!(entry(ca_map, "data", "ca.crt"), Some(ISSUER_CA));
+    let (volume, file) = mounted_file(objects.deployment(RELEASE), "oidc-ca").expect("CA");
+    assert_eq!(file, str_at(&server, "auth.oidc.ca_file"));
+    assert_eq!(
+        at(&volume, "configMap.name").and_then(Value::as_str),
+        Some(format!("{RELEASE}-oidc-ca").as_str())
+    );
+    assert_eq!(
+        at(&volume, "configMap.items"),
+        Some(&yaml("[{key: ca.crt, path: ca.crt}]"))
+    );
+    // The syncer answers no API: none of it in its file or its pods.
+    let syncer_pod = objects.deployment(&format!("{RELEASE}-syncer"));
+    assert_eq!(mounted_file(syncer_pod, "oidc-ca"), None);
+    let syncer_config = objects.config("syncer").unwrap();
+    assert_eq!(at(&yaml(&syncer_config), "auth"), None);
+    for word in [
+        "oidc",
+        "policies",
+        "token_review",
+        "dex.example.com",
+        "team-a",
+    ] {
+        assert!(!syncer_config.contains(word), "{word} in:\n{syncer_config}");
+    }
+    // The server reaches the issuer on its URL's port; the syncer has no such rule.
+    let policy = objects.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert_eq!(
+        at(one_egress_to(policy, 5556), "to"),
+        Some(&yaml("[{ipBlock: {cidr: 0.0.0.0/0}}]"))
+    );
+    let syncer_policy = objects.get(&format!("NetworkPolicy/{RELEASE}-syncer"));
+    assert!(egress_to(syncer_policy, 5556, "TCP").is_empty());
+    // NOTES name the ways in.
+    let notes = tools.notes(&values_text(dir.path(), &access_values()));
+    assert!(
+        notes.contains("OIDC ID tokens from https://dex.example.com:5556/dex"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn the_oidc_ca_comes_from_a_secret_or_config_map_of_yours_and_unset_values_stay_out() {
+    let Some(tools) = tools() else { return };
+    let oidc = [
+        "auth.oidc.issuer=https://sso.example.com/realms/ops",
+        "auth.oidc.audiences={karpor}",
+    ];
+    for (source, kind, name_key) in [
+        ("existingSecret", "secret", "secretName"),
+        ("existingConfigMap", "configMap", "name"),
+    ] {
+        let ca = [
+            format!("auth.oidc.ca.{source}=sso-ca"),
+            "auth.oidc.ca.key=root.pem".to_owned(),
+        ];
+        let values: Vec<&str> = oidc
+            .iter()
+            .copied()
+            .chain(ca.iter().map(String::as_str))
+            .collect();
+        let objects = tools.check(&sets(&values));
+        let server: Value = yaml(&objects.config("server").unwrap());
+        // Only what was set: karpor's defaults apply to the rest.
+        assert_eq!(
+            at(&server, "auth.oidc"),
+            Some(&yaml(
+                "{issuer: https://sso.example.com/realms/ops, audiences: [karpor], \
+                 ca_file: /etc/karpor/oidc/ca.crt}"
+            )),
+            "{source}"
+        );
+        assert_eq!(at(&server, "auth.token_review"), None);
+        assert_eq!(at(&server, "auth.policies"), None);
+        assert_eq!(at(&server, "auth.pod_logs"), None);
+        let (volume, file) = mounted_file(objects.deployment(RELEASE), "oidc-ca").expect(source);
+        assert_eq!(file, "/etc/karpor/oidc/ca.crt");
+        assert_eq!(
+            at(&volume, &format!("{kind}.{name_key}")).and_then(Value::as_str),
+            Some("sso-ca"),
+            "{source}"
+        );
+        assert_eq!(
+            at(&volume, &format!("{kind}.items")),
+            Some(&yaml("[{key: root.pem, path: ca.crt}]"))
+        );
+        assert!(!objects.has(&format!("ConfigMap/{RELEASE}-oidc-ca")));
+        let syncer = objects.deployment(&format!("{RELEASE}-syncer"));
+        assert_eq!(mounted_file(syncer, "oidc-ca"), None);
+    }
+    // A public issuer: no CA, no ca_file, no volume; its egress on 443 beside the
+    // clusters'.
+    let objects = tools.check(&[sets(&oidc), sets(&["networkPolicy.enabled=true"])].concat());
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(at(&server, "auth.oidc.ca_file"), None);
+    assert_eq!(mounted_file(objects.deployment(RELEASE), "oidc-ca"), None);
+    let policy = objects.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert_eq!(
+        egress_to(policy, 443, "TCP").len(),
+        2,
+        "clusters and issuer"
+    );
+    // Off by default: no oidc, token_review or policies in the config, no rule.
+    let plain = tools.check(&sets(&["networkPolicy.enabled=true"]));
+    let server: Value = yaml(&plain.config("server").unwrap());
+    assert_eq!(
+        at(&server, "auth")
+            .and_then(Value::as_mapping)
+            .map(|m| m.keys().filter_map(Value::as_str).collect::<BTreeSet<_>>()),
+        Some(BTreeSet::from(["anonymous", "tokens"]))
+    );
+    let policy = plain.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert_eq!(egress_to(policy, 443, "TCP").len(), 1, "the clusters' only");
+}
+
+#[test]
+fn access_settings_that_cannot_work_fail_with_a_clear_message() {
+    let Some(tools) = tools() else { return };
+    let cases: &[(&[&str], &[&str], &str)] = &[
+        (
+            &["auth.oidc.issuer=https://dex.example.com"],
+            &[],
+            "karpor: auth.oidc.issuer=https://dex.example.com needs auth.oidc.audiences: the client id(s) its ID tokens are issued for",
+        ),
+        (
+            &["auth.oidc.issuer=http://dex.example.com", "auth.oidc.audiences={karpor}"],
+            &[],
+            "karpor: auth.oidc.issuer=http://dex.example.com must be an https:// URL",
+        ),
+        (
+            &[
+                "auth.oidc.issuer=https://dex.example.com",
+                "auth.oidc.audiences={karpor}",
+                "auth.oidc.ca.value=PEM",
+                "auth.oidc.ca.existingSecret=dex-ca",
+            ],
+            &[],
+            "karpor: auth.oidc.ca.value and auth.oidc.ca.existingSecret are given: the issuer's CA comes from one of them",
+        ),
+        (
+            &["auth.tokenReview.cluster=hub", "auth.tokenReview.cacheFor=1h"],
+            &[],
+            "karpor: auth.tokenReview.cacheFor=1h is above 10m",
+        ),
+        (
+            &[],
+            &[r#"auth.policies=[{"name":"ops","subjects":{"groups":["ops"]},"role":"admin","scope":{"clusters":["prod"]}}]"#],
+            "karpor: auth.policies[0] (ops) gives admin with a scope, but an admin's changes are global",
+        ),
+        (
+            &[],
+            &[r#"auth.policies=[{"name":"ci","subjects":{"tokens":["ci"]},"role":"viewer"}]"#],
+            "karpor: auth.policies[0] (ci) names the token ci, which is no entry of auth.tokens (admin)",
+        ),
+        (
+            &[],
+            &[r#"auth.policies=[{"name":"a","subjects":{"groups":["a"]},"role":"viewer"},{"name":"a","subjects":{"groups":["b"]},"role":"viewer"}]"#],
+            "karpor: auth.policies[1]: the name a is already another policy's",
+        ),
+        // The schema's: an empty list would grant nothing, and a policy names someone.
+        (
+            &[],
+            &[r#"auth.policies=[{"name":"a","subjects":{"groups":["a"]},"role":"viewer","scope":{"namespaces":[]}}]"#],
+            "/auth/policies/0/scope/namespaces",
+        ),
+        (
+            &[],
+            &[r#"auth.policies=[{"name":"a","subjects":{"anonymous":false},"role":"viewer"}]"#],
+            "/auth/policies/0/subjects",
+        ),
+    ];
+    for (set, json, message) in cases {
+        let stderr = tools.refused(&[sets(set), set_json(json)].concat());
+        assert!(stderr.contains(message), "{set:?} {json:?}:\n{stderr}");
     }
 }
 

@@ -134,6 +134,42 @@ template that renders karpor, so `helm template` and `helm install` stop on them
 {{- end }}
 {{- $names = append $names $t.name }}
 {{- end }}
+{{- if not $v.auth.tokens }}{{ $names = list "admin" }}{{ end }}
+{{- $policies := list }}
+{{- range $i, $p := $v.auth.policies }}
+{{- if has $p.name $policies }}
+{{- fail (printf "karpor: auth.policies[%d]: the name %s is already another policy's" $i $p.name) }}
+{{- end }}
+{{- $policies = append $policies $p.name }}
+{{- if and (eq $p.role "admin") (hasKey $p "scope") }}
+{{- fail (printf "karpor: auth.policies[%d] (%s) gives admin with a scope, but an admin's changes are global: leave scope out, or give editor or viewer within it" $i $p.name) }}
+{{- end }}
+{{- range (dig "subjects" "tokens" list $p) }}
+{{- if not (has . $names) }}
+{{- fail (printf "karpor: auth.policies[%d] (%s) names the token %s, which is no entry of auth.tokens (%s)" $i $p.name . (join ", " $names)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $v.auth.tokenReview }}
+{{- if and .cluster .cacheFor (gt (include "karpor.seconds" .cacheFor | atoi) 600) }}
+{{- fail (printf "karpor: auth.tokenReview.cacheFor=%s is above 10m: a revoked token would be honoured that long" .cacheFor) }}
+{{- end }}
+{{- end }}
+{{- with $v.auth.oidc }}
+{{- if .issuer }}
+{{- if not (hasPrefix "https://" .issuer) }}
+{{- fail (printf "karpor: auth.oidc.issuer=%s must be an https:// URL: karpor fetches the issuer's signing keys from it, and they must not be open to tampering" .issuer) }}
+{{- end }}
+{{- if not .audiences }}
+{{- fail (printf "karpor: auth.oidc.issuer=%s needs auth.oidc.audiences: the client id(s) its ID tokens are issued for (karpor accepts no token meant for another client)" .issuer) }}
+{{- end }}
+{{- $sources := list }}
+{{- range (list "value" "existingConfigMap" "existingSecret") }}{{ if index $.Values.auth.oidc.ca . }}{{ $sources = append $sources (printf "auth.oidc.ca.%s" .) }}{{ end }}{{ end }}
+{{- if gt (len $sources) 1 }}
+{{- fail (printf "karpor: %s are given: the issuer's CA comes from one of them" (join " and " $sources)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if $v.ingress.enabled }}
 {{- if not $v.ingress.hosts }}
 {{- fail "karpor: ingress.enabled=true needs ingress.hosts: karpor answers API requests only for the names it knows (server.allowed_hosts)" }}
@@ -280,6 +316,22 @@ hosts, the Service's names and the loopback names (kubectl port-forward); else e
 {{- end }}
 
 {{- define "karpor.secretsDir" -}}/etc/karpor/secrets{{- end }}
+{{- define "karpor.oidcCaDir" -}}/etc/karpor/oidc{{- end }}
+
+{{/*
+The OIDC issuer's CA as JSON {configMap or secret: NAME, key}, mounted in the server's
+pods as oidcCaDir/ca.crt; `{}` when OIDC is off or the issuer needs no CA of its own.
+*/}}
+{{- define "karpor.oidcCa" -}}
+{{- $o := .Values.auth.oidc }}
+{{- $ca := $o.ca }}
+{{- if not $o.issuer }}{{ dict | toJson }}
+{{- else if $ca.existingSecret }}{{ dict "secret" $ca.existingSecret "key" $ca.key | toJson }}
+{{- else if $ca.existingConfigMap }}{{ dict "configMap" $ca.existingConfigMap "key" $ca.key | toJson }}
+{{- else if $ca.value }}{{ dict "configMap" (printf "%s-oidc-ca" (include "karpor.fullname" .)) "key" "ca.crt" | toJson }}
+{{- else }}{{ dict | toJson }}
+{{- end }}
+{{- end }}
 {{- define "karpor.dataDir" -}}/var/lib/karpor{{- end }}
 
 {{/* The in-cluster URL of the bundled etcd's members. */}}
@@ -391,12 +443,56 @@ refuses settings for an unknown check: the syncer's file leaves them out. */}}
 the generated admin token. */}}
 {{- $tokens := list }}
 {{- range $i, $t := $v.auth.tokens }}
-{{- $tokens = append $tokens (dict "name" $t.name "role" $t.role "token" (dict "file" (printf "%s/auth-token-%d" $secrets $i))) }}
+{{- $token := dict "name" $t.name "token" (dict "file" (printf "%s/auth-token-%d" $secrets $i)) }}
+{{- with $t.role }}{{ $_ := set $token "role" . }}{{ end }}
+{{- $tokens = append $tokens $token }}
 {{- end }}
 {{- if not $v.auth.tokens }}
 {{- $tokens = list (dict "name" "admin" "role" "admin" "token" (dict "file" (printf "%s/auth-token-0" $secrets))) }}
 {{- end }}
-{{- $_ := set $config "auth" (dict "anonymous" $v.auth.anonymous "tokens" $tokens) }}
+{{- $auth := dict "anonymous" $v.auth.anonymous "tokens" $tokens }}
+{{- with $v.auth.podLogs }}{{ $_ := set $auth "pod_logs" . }}{{ end }}
+{{- if $v.auth.policies }}
+{{- $policies := list }}
+{{- range $v.auth.policies }}
+{{- $p := dict "name" .name "subjects" .subjects "role" .role }}
+{{- if hasKey . "scope" }}
+{{- $scope := dict }}
+{{- range $key, $value := .scope }}
+{{- $_ := set $scope (ternary "cluster_labels" $key (eq $key "clusterLabels")) $value }}
+{{- end }}
+{{- $_ := set $p "scope" $scope }}
+{{- end }}
+{{- $policies = append $policies $p }}
+{{- end }}
+{{- $_ := set $auth "policies" $policies }}
+{{- end }}
+{{- with $v.auth.tokenReview }}
+{{- if .cluster }}
+{{- $review := dict "cluster" .cluster }}
+{{- with .audiences }}{{ $_ := set $review "audiences" . }}{{ end }}
+{{- with .cacheFor }}{{ $_ := set $review "cache_for" . }}{{ end }}
+{{- if not (kindIs "invalid" .concurrency) }}{{ $_ := set $review "concurrency" (int .concurrency) }}{{ end }}
+{{- $_ := set $auth "token_review" $review }}
+{{- end }}
+{{- end }}
+{{- with $v.auth.oidc }}
+{{- if .issuer }}
+{{- $oidc := dict "issuer" .issuer "audiences" .audiences }}
+{{- with .usernameClaim }}{{ $_ := set $oidc "username_claim" . }}{{ end }}
+{{- if not (kindIs "invalid" .usernamePrefix) }}{{ $_ := set $oidc "username_prefix" .usernamePrefix }}{{ end }}
+{{- with .groupsClaim }}{{ $_ := set $oidc "groups_claim" . }}{{ end }}
+{{- if not (kindIs "invalid" .groupsPrefix) }}{{ $_ := set $oidc "groups_prefix" .groupsPrefix }}{{ end }}
+{{- with .algorithms }}{{ $_ := set $oidc "algorithms" . }}{{ end }}
+{{- with .clockSkew }}{{ $_ := set $oidc "clock_skew" . }}{{ end }}
+{{- with .keysRefresh }}{{ $_ := set $oidc "keys_refresh" . }}{{ end }}
+{{- if include "karpor.oidcCa" $.root | fromJson }}
+{{- $_ := set $oidc "ca_file" (printf "%s/ca.crt" (include "karpor.oidcCaDir" .)) }}
+{{- end }}
+{{- $_ := set $auth "oidc" $oidc }}
+{{- end }}
+{{- end }}
+{{- $_ := set $config "auth" $auth }}
 {{- end }}
 {{- toYaml $config }}
 {{- end }}
@@ -465,6 +561,22 @@ lifecycle:
     secretName: {{ $v.server.tls.secretName }}
     defaultMode: 0440
 {{- end }}
+{{- $oidcCa := include "karpor.oidcCa" .root | fromJson }}
+{{- if and (eq .role "server") $oidcCa }}
+- name: oidc-ca
+  {{- if $oidcCa.secret }}
+  secret:
+    secretName: {{ $oidcCa.secret }}
+    defaultMode: 0444
+  {{- else }}
+  configMap:
+    name: {{ $oidcCa.configMap }}
+    defaultMode: 0444
+  {{- end }}
+    items:
+      - key: {{ $oidcCa.key }}
+        path: ca.crt
+{{- end }}
 {{- if and (eq $v.metadata.backend "etcd") $v.metadata.etcd.tls.enabled }}
 - name: etcd-tls
   secret:
@@ -497,6 +609,11 @@ lifecycle:
 {{- if and (eq .role "server") $v.server.tls.enabled }}
 - name: tls
   mountPath: /etc/karpor/tls
+  readOnly: true
+{{- end }}
+{{- if and (eq .role "server") (include "karpor.oidcCa" .root | fromJson) }}
+- name: oidc-ca
+  mountPath: {{ include "karpor.oidcCaDir" . }}
   readOnly: true
 {{- end }}
 {{- if and (eq $v.metadata.backend "etcd") $v.metadata.etcd.tls.enabled }}

@@ -106,6 +106,17 @@ impl Authenticator {
         self
     }
 
+    /// Stored policies join the configured ones.
+    pub(crate) fn with_stored(mut self, stored: crate::policy::StoredPolicies) -> Self {
+        self.policies = self.policies.with_stored(stored);
+        self
+    }
+
+    /// The config file's policies.
+    pub(crate) fn configured_policies(&self) -> &[karpor_core::model::AccessPolicy] {
+        self.policies.configured()
+    }
+
     /// The static token presented, if it is one.
     fn static_token(&self, token: &str) -> Option<&StaticToken> {
         let presented = digest(token);

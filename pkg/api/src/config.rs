@@ -9,30 +9,8 @@ use karpor_core::model::MAX_KUBECONFIG_BYTES;
 use karpor_core::SecretSource;
 use serde::{Deserialize, Serialize};
 
-use crate::policy::PolicyConfig;
 use crate::token_review::TokenReviewConfig;
-
-/// What a caller may do ([docs/access.md](../../docs/access.md)): a `viewer` reads (what
-/// its scope holds), an `editor` also writes the shared views (resource group rules), an
-/// `admin` does everything. `guest` is read as `viewer`, its name before policies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    #[serde(alias = "guest")]
-    Viewer,
-    Editor,
-    Admin,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Editor => "editor",
-            Role::Admin => "admin",
-        }
-    }
-}
+use karpor_core::model::{AccessPolicy, Role};
 
 /// The role of a request without a token. Never `admin`: no write without a credential.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -76,7 +54,7 @@ pub struct AuthConfig {
     /// the pod: `admin`, `editor`, or `viewer` for every caller who may read.
     pub pod_logs: Role,
     /// Who gets which role where ([`crate::policy`]).
-    pub policies: Vec<PolicyConfig>,
+    pub policies: Vec<AccessPolicy>,
     /// Kubernetes tokens, checked by a registered cluster.
     pub token_review: Option<TokenReviewConfig>,
 }

@@ -4,6 +4,7 @@
 //! surface: every body and answer, which the CLI and the tests read back.
 
 mod access;
+mod access_policies;
 mod ai;
 mod audit_policy;
 mod auth;
@@ -46,9 +47,10 @@ use utoipa_axum::router::OpenApiRouter;
 
 pub use access::{Endpoint, Permission};
 pub use auth::Authenticator;
-pub use config::{Anonymous, AuthConfig, LimitsConfig, Role, TokenConfig};
+pub use config::{Anonymous, AuthConfig, LimitsConfig, TokenConfig};
+pub use karpor_core::model::Role;
 pub use live::bounds::{LiveBounds, LiveLimits};
-pub use policy::{Policies, PolicyConfig, ScopeConfig, Subjects};
+pub use policy::Policies;
 pub use token_review::TokenReviewConfig;
 
 /// The prefix of every API route.
@@ -94,6 +96,10 @@ pub(crate) struct AppState {
     pub clients: Arc<ClientCache>,
     pub live: LiveBounds,
     pub rule_limits: karpor_core::model::RuleLimits,
+    /// The config file's access policies (`auth.policies`).
+    pub configured: Arc<Vec<karpor_core::model::AccessPolicy>>,
+    /// The stored ones, read by every server.
+    pub policies: Arc<access_policies::PolicyFeed>,
 }
 
 /// Every handler's route, each registered once with its permission and its part of the
@@ -110,6 +116,7 @@ fn handlers() -> access::Routes {
         .merge(live::routes())
         .merge(sync_rules::routes())
         .merge(ai::routes())
+        .merge(access_policies::routes())
 }
 
 /// The handlers nested under [`PREFIX`] in the document's frame.
@@ -175,7 +182,11 @@ pub fn routes(parts: ApiParts) -> Router {
             parts.clients.clone(),
         ))
     });
+    let (policies, stored) = access_policies::PolicyFeed::start(parts.metastore.clone());
+    let auth = parts.auth.with_stored(stored);
     let state = AppState {
+        configured: Arc::new(auth.configured_policies().to_vec()),
+        policies,
         metastore: parts.metastore,
         storage: scope::Unscoped::new(parts.storage),
         sync: parts.sync,
@@ -186,7 +197,7 @@ pub fn routes(parts: ApiParts) -> Router {
         rule_limits: parts.rule_limits,
     };
     let authentication = auth::Authentication {
-        auth: Arc::new(parts.auth),
+        auth: Arc::new(auth),
         token_review,
         grants: auth::Grants {
             read_only: parts.read_only,

@@ -1,61 +1,17 @@
-//! Policies (`auth.policies`): who (users, groups, token names, anonymous) gets which role
-//! over which part of the fleet (clusters by name or label, namespaces, kinds). A caller
-//! no policy names gets nothing. Resolved here into the caller's [`Access`]; what a scope
-//! lets through is [`crate::scope`]'s.
+//! Policies, from the config file (`auth.policies`) and stored as records through the API
+//! ([`crate::access_policies`]): who gets which role over which part of the fleet
+//! (`karpor_core::model::AccessPolicy`). A caller no policy names gets nothing. Resolved
+//! here into the caller's [`Access`]; what a scope lets through is [`crate::scope`]'s.
 
 use std::collections::BTreeSet;
 
+use std::sync::Arc;
+
 use karpor_config::ConfigIssue;
-use karpor_core::model::LabelSelector;
-use karpor_core::names::{ClusterName, KindName, Namespace};
-use serde::{Deserialize, Serialize};
+use karpor_core::model::{AccessPolicy, Role};
+use tokio::sync::watch;
 
 use crate::scope::{Grant, Scope};
-use crate::Role;
-
-/// One policy of `auth.policies`.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyConfig {
-    /// For logs and `/authn`: which policy let a caller in.
-    pub name: String,
-    pub subjects: Subjects,
-    pub role: Role,
-    /// Absent: everything. An admin has no scope (what an admin changes is global).
-    #[serde(default)]
-    pub scope: Option<ScopeConfig>,
-}
-
-/// Who a policy is for: any one of these matches.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Subjects {
-    /// Users as the identity provider names them (OIDC's username claim, with its
-    /// prefix; a Kubernetes token's user, `system:serviceaccount:NS:NAME`).
-    pub users: Vec<String>,
-    pub groups: Vec<String>,
-    /// Names of `auth.tokens`.
-    pub tokens: Vec<String>,
-    /// Callers without a credential.
-    pub anonymous: bool,
-}
-
-/// A part of the fleet. Each key left out means all; a key given lists what is granted
-/// (an empty list would grant nothing, so it is refused).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ScopeConfig {
-    pub clusters: Option<Vec<ClusterName>>,
-    /// Clusters whose labels match (`env=prod,team=a`); with `clusters`, either.
-    pub cluster_labels: Option<LabelSelector>,
-    /// Objects in these namespaces (and the Namespace objects themselves); cluster-scoped
-    /// objects are outside a namespaced scope.
-    pub namespaces: Option<Vec<Namespace>>,
-    pub kinds: Option<Vec<KindName>>,
-    /// Secrets' metadata for a viewer (an editor's scope holds them anyway; their data
-    /// is never stored).
-    pub secrets: bool,
-}
 
 /// What a caller may do: its highest role, and where it may read.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,83 +32,26 @@ pub(crate) struct Identity {
     pub anonymous: bool,
 }
 
-impl PolicyConfig {
-    fn names(&self, who: &Identity) -> bool {
-        let s = &self.subjects;
-        (who.anonymous && s.anonymous)
-            || (!who.anonymous && s.users.contains(&who.user))
-            || who.groups.iter().any(|g| s.groups.contains(g))
-            || who.token.as_ref().is_some_and(|t| s.tokens.contains(t))
+/// The grant a policy gives.
+fn grant(policy: &AccessPolicy) -> Grant {
+    let Some(scope) = &policy.scope else {
+        return Grant::everything(policy.role);
+    };
+    Grant {
+        role: policy.role,
+        clusters: texts(&scope.clusters),
+        cluster_labels: scope.cluster_labels.clone(),
+        namespaces: texts(&scope.namespaces),
+        kinds: scope
+            .kinds
+            .as_ref()
+            .map(|k| k.iter().map(|k| k.to_ascii_lowercase()).collect()),
+        secrets: scope.secrets || policy.role >= Role::Editor,
     }
+}
 
-    fn grant(&self) -> Grant {
-        let Some(scope) = &self.scope else {
-            return Grant::everything(self.role);
-        };
-        Grant {
-            role: self.role,
-            clusters: texts(&scope.clusters),
-            cluster_labels: scope.cluster_labels.clone(),
-            namespaces: texts(&scope.namespaces),
-            kinds: scope
-                .kinds
-                .as_ref()
-                .map(|k| k.iter().map(|k| k.to_ascii_lowercase()).collect()),
-            secrets: scope.secrets || self.role >= Role::Editor,
-        }
-    }
-
-    /// `at`: the policy's key (`auth.policies[3]`).
-    fn validate(&self, at: &str, tokens: &[&str]) -> Result<(), ConfigIssue> {
-        let key = |field: &str| format!("{at}.{field}");
-        if self.name.trim().is_empty() {
-            return Err(ConfigIssue::new(key("name"), "must not be empty"));
-        }
-        let s = &self.subjects;
-        if s.users.is_empty() && s.groups.is_empty() && s.tokens.is_empty() && !s.anonymous {
-            return Err(ConfigIssue::new(
-                key("subjects"),
-                "names nobody: give users, groups, tokens or anonymous: true",
-            ));
-        }
-        for (field, list) in [("users", &s.users), ("groups", &s.groups)] {
-            if list.iter().any(|v| v.trim().is_empty()) {
-                return Err(ConfigIssue::new(
-                    key(&format!("subjects.{field}")),
-                    "an entry is empty",
-                ));
-            }
-        }
-        if let Some(unknown) = s.tokens.iter().find(|t| !tokens.contains(&t.as_str())) {
-            return Err(ConfigIssue::new(
-                key("subjects.tokens"),
-                format!("`{unknown}` is not the name of an entry of auth.tokens"),
-            ));
-        }
-        let Some(scope) = &self.scope else {
-            return Ok(());
-        };
-        if self.role == Role::Admin {
-            return Err(ConfigIssue::new(
-                key("scope"),
-                "an admin's changes are global: an admin policy has no scope (give editor or viewer)",
-            ));
-        }
-        let empty = [
-            ("clusters", scope.clusters.as_ref().map(Vec::len)),
-            ("namespaces", scope.namespaces.as_ref().map(Vec::len)),
-            ("kinds", scope.kinds.as_ref().map(Vec::len)),
-        ]
-        .into_iter()
-        .find(|(_, len)| *len == Some(0));
-        if let Some((field, _)) = empty {
-            return Err(ConfigIssue::new(
-                key(&format!("scope.{field}")),
-                "an empty list grants nothing: leave the key out for all, or name some",
-            ));
-        }
-        Ok(())
-    }
+fn names_caller(policy: &AccessPolicy, who: &Identity) -> bool {
+    policy.names(&who.user, &who.groups, who.token.as_deref(), who.anonymous)
 }
 
 fn texts<T: ToString>(list: &Option<Vec<T>>) -> Option<BTreeSet<String>> {
@@ -161,7 +60,7 @@ fn texts<T: ToString>(list: &Option<Vec<T>>) -> Option<BTreeSet<String>> {
 }
 
 /// Names unique, each policy well formed, tokens named existing.
-pub(crate) fn validate(policies: &[PolicyConfig], tokens: &[&str]) -> Result<(), ConfigIssue> {
+pub(crate) fn validate(policies: &[AccessPolicy], tokens: &[&str]) -> Result<(), ConfigIssue> {
     let mut names = BTreeSet::new();
     for (i, policy) in policies.iter().enumerate() {
         let at = format!("auth.policies[{i}]");
@@ -171,20 +70,47 @@ pub(crate) fn validate(policies: &[PolicyConfig], tokens: &[&str]) -> Result<(),
                 format!("`{}` is already the name of another policy", policy.name),
             ));
         }
-        policy.validate(&at, tokens)?;
+        if let Err((field, problem)) = policy.problem() {
+            return Err(ConfigIssue::new(format!("{at}.{field}"), problem));
+        }
+        let tokens_named = &policy.subjects.tokens;
+        if let Some(unknown) = tokens_named.iter().find(|t| !tokens.contains(&t.as_str())) {
+            return Err(ConfigIssue::new(
+                format!("{at}.subjects.tokens"),
+                format!("`{unknown}` is not the name of an entry of auth.tokens"),
+            ));
+        }
     }
     Ok(())
 }
 
-/// The policies, and the roles granted outside them (a token's own role, anonymous reads).
+/// The stored policies as last read, shared by every request.
+pub(crate) type StoredPolicies = watch::Receiver<Arc<Vec<AccessPolicy>>>;
+
+/// The config file's policies and the stored ones.
 #[derive(Debug, Clone, Default)]
 pub struct Policies {
-    policies: Vec<PolicyConfig>,
+    configured: Vec<AccessPolicy>,
+    stored: Option<StoredPolicies>,
 }
 
 impl Policies {
-    pub fn new(policies: Vec<PolicyConfig>) -> Self {
-        Policies { policies }
+    pub fn new(configured: Vec<AccessPolicy>) -> Self {
+        Policies {
+            configured,
+            stored: None,
+        }
+    }
+
+    /// Stored policies join the configured ones.
+    pub(crate) fn with_stored(mut self, stored: StoredPolicies) -> Self {
+        self.stored = Some(stored);
+        self
+    }
+
+    /// The names of the config file's policies (a stored one may not take one).
+    pub(crate) fn configured(&self) -> &[AccessPolicy] {
+        &self.configured
     }
 
     /// What `who` may do: `implicit` (a token's role, anonymous reads) everywhere, joined
@@ -192,8 +118,13 @@ impl Policies {
     pub(crate) fn resolve(&self, who: &Identity, implicit: Option<Role>) -> Option<Access> {
         let mut grants: Vec<Grant> = implicit.map(Grant::everything).into_iter().collect();
         let mut names = Vec::new();
-        for policy in self.policies.iter().filter(|p| p.names(who)) {
-            grants.push(policy.grant());
+        let stored = self.stored.as_ref().map(|s| s.borrow().clone());
+        let all = self
+            .configured
+            .iter()
+            .chain(stored.iter().flat_map(|s| s.iter()));
+        for policy in all.filter(|p| names_caller(p, who)) {
+            grants.push(grant(policy));
             names.push(policy.name.clone());
         }
         let role = grants.iter().map(|g| g.role).max()?;
@@ -209,7 +140,7 @@ impl Policies {
 mod tests {
     use super::*;
 
-    fn policy(yaml: &str) -> PolicyConfig {
+    fn policy(yaml: &str) -> AccessPolicy {
         serde_yaml::from_str(yaml).unwrap()
     }
 
@@ -258,22 +189,8 @@ mod tests {
             Some("auth.policies[0].subjects.tokens")
         );
         assert_eq!(
-            check("{name: a, subjects: {anonymous: true}, role: admin, scope: {}}").as_deref(),
-            Some("auth.policies[0].scope")
-        );
-        assert_eq!(
-            check("{name: a, subjects: {groups: [g]}, role: viewer, scope: {namespaces: []}}")
-                .as_deref(),
-            Some("auth.policies[0].scope.namespaces")
-        );
-        assert_eq!(
             check("{name: a, subjects: {tokens: [ops]}, role: viewer, scope: {kinds: [Pod]}}"),
             None
         );
-        // Names are parsed where they are read.
-        assert!(serde_yaml::from_str::<PolicyConfig>(
-            "{name: a, subjects: {groups: [g]}, role: viewer, scope: {namespaces: [\"../x\"]}}"
-        )
-        .is_err());
     }
 }

@@ -3,7 +3,7 @@
 //! clear (the target may use another key): the file is as secret as a kubeconfig.
 
 use karpor_core::model::{
-    AuditPolicy, Cluster, Record, RelationRule, ResourceGroupRule, Seed, SyncRule,
+    AccessPolicy, AuditPolicy, Cluster, Record, RelationRule, ResourceGroupRule, Seed, SyncRule,
 };
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -47,6 +47,9 @@ pub struct Export {
     /// export is imported); absent from exports made before there were any.
     #[serde(default)]
     pub seeds: Vec<ExportedRecord<Seed>>,
+    /// Absent from exports made before access policies were stored.
+    #[serde(default)]
+    pub access_policies: Vec<ExportedRecord<AccessPolicy>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +82,7 @@ impl Metastore {
             audit_policies: self.export_kind().await?,
             relation_rules: self.export_kind().await?,
             seeds: self.export_kind().await?,
+            access_policies: self.export_kind().await?,
         })
     }
 
@@ -103,6 +107,7 @@ impl Metastore {
         validate_all(&export.audit_policies)?;
         validate_all(&export.relation_rules)?;
         validate_all(&export.seeds)?;
+        validate_all(&export.access_policies)?;
         let mut imported = Imported::default();
         self.import_kind(export.clusters, on_conflict, &mut imported)
             .await?;
@@ -115,6 +120,8 @@ impl Metastore {
         self.import_kind(export.relation_rules, on_conflict, &mut imported)
             .await?;
         self.import_kind(export.seeds, on_conflict, &mut imported)
+            .await?;
+        self.import_kind(export.access_policies, on_conflict, &mut imported)
             .await?;
         Ok(imported)
     }

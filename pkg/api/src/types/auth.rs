@@ -1,6 +1,8 @@
 //! Who the caller is, as `/authn` answers it.
 
+use karpor_core::model::AccessPolicy;
 use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
 use utoipa::ToSchema;
 
 /// The caller as karpor sees it, and what it may do here.
@@ -43,4 +45,22 @@ pub struct GrantView {
     pub kinds: Option<Vec<String>>,
     /// Secrets' metadata is in it.
     pub secrets: bool,
+}
+
+/// An access policy as the API answers it: the policy, and where it comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccessPolicyView {
+    /// The policy's fields (`AccessPolicy`). Documented as an object: the record's schema
+    /// refuses other keys, which a view adds.
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub policy: AccessPolicy,
+    /// From the config file (`auth.policies`): read-only here.
+    pub configured: bool,
+    /// A stored policy's version and last change.
+    pub version: Option<i64>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub updated_at: Option<OffsetDateTime>,
 }

@@ -14,7 +14,7 @@ mod sync_rules;
 mod topology;
 
 pub use audit::{AuditRuleView, PolicyView, Reaudit};
-pub use auth::{GrantView, Identity};
+pub use auth::{AccessPolicyView, GrantView, Identity};
 pub use clusters::{
     ClusterAccess, ClusterBody, ClusterList, ClusterListAnswer, ClusterMetadata, ClusterSpec,
     ClusterStatus, ClusterSummary, ClusterView, Credential, RuleInForceView, SyncView, TypeView,

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use axum::body::{to_bytes, Body};
 use axum::http::{header, Request, Response};
 use axum::Router;
-use karpor_api::{ApiParts, Authenticator, LimitsConfig, LiveBounds, Policies, PolicyConfig, Role};
+use karpor_api::{ApiParts, Authenticator, LimitsConfig, LiveBounds, Policies, Role};
+use karpor_core::model::AccessPolicy;
 use karpor_kube::ExecSettings;
 use karpor_metastore::{Metastore, MetastoreConfig};
 use karpor_storage::{Storage, StorageConfig};
@@ -28,7 +29,7 @@ pub(crate) struct Setup {
     pub(crate) limits: LimitsConfig,
     pub(crate) exec: ExecSettings,
     /// `auth.policies`.
-    pub(crate) policies: Vec<PolicyConfig>,
+    pub(crate) policies: Vec<AccessPolicy>,
 }
 
 impl Default for Setup {

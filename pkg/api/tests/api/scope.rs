@@ -5,7 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use karpor_api::{endpoints, Permission, PolicyConfig, Role};
+use karpor_api::{endpoints, Permission, Role};
+use karpor_core::model::AccessPolicy;
 use karpor_storage::ResourceDocument;
 use karpor_testkit::api::THREE_CONTEXTS;
 use proptest::prelude::*;
@@ -170,7 +171,7 @@ impl Grant {
         }
     }
 
-    fn policy(&self) -> PolicyConfig {
+    fn policy(&self) -> AccessPolicy {
         let names = |set: &Option<BTreeSet<usize>>, all: &[&str]| {
             set.as_ref()
                 .map(|s| s.iter().map(|i| json!(all[*i])).collect::<Vec<_>>())

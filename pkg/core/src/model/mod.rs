@@ -1,6 +1,7 @@
 //! karpor's records: what the metadata store keeps. The store adds the version and the
 //! creation and update times; these types are what users write.
 
+mod access;
 mod audit;
 mod cluster;
 mod limits;
@@ -10,6 +11,7 @@ mod rules;
 mod seed;
 mod selector;
 
+pub use access::{AccessPolicy, PolicyScope, Role, Subjects};
 pub use audit::AuditPolicy;
 pub use cluster::{Cluster, Kubeconfig, MAX_KUBECONFIG_BYTES};
 pub use limits::{OverLimit, RuleLimits, LIMITS_SECTION};
@@ -33,16 +35,18 @@ pub enum Kind {
     AuditPolicy,
     RelationRule,
     Seed,
+    AccessPolicy,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Cluster,
         Kind::SyncRule,
         Kind::ResourceGroupRule,
         Kind::AuditPolicy,
         Kind::RelationRule,
         Kind::Seed,
+        Kind::AccessPolicy,
     ];
 
     /// The stable name used in keys, tables and exports.
@@ -54,6 +58,7 @@ impl Kind {
             Kind::AuditPolicy => "auditpolicies",
             Kind::RelationRule => "relationrules",
             Kind::Seed => "seeds",
+            Kind::AccessPolicy => "accesspolicies",
         }
     }
 
