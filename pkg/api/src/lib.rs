@@ -15,6 +15,7 @@ mod insight;
 mod live;
 pub mod local_token;
 mod locator;
+mod oidc;
 mod openapi;
 mod params;
 mod redact;
@@ -45,6 +46,7 @@ pub use access::{Endpoint, Permission};
 pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, Role, TokenConfig};
 pub use live::bounds::{LiveBounds, LiveLimits};
+pub use oidc::{OidcConfig, OidcError, OidcIdentity, OidcVerifier};
 
 /// The prefix of every API route.
 pub const PREFIX: &str = "/rest-api/v1";
