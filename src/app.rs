@@ -430,5 +430,17 @@ async fn authenticator(config: &Config) -> anyhow::Result<karpor_api::Authentica
         "REST API access"
     );
     let policies = karpor_api::Policies::new(auth.policies.clone());
-    Ok(karpor_api::Authenticator::new(tokens, anonymous).with_policies(policies))
+    let mut authenticator =
+        karpor_api::Authenticator::new(tokens, anonymous).with_policies(policies);
+    if let Some(oidc) = auth.oidc.clone() {
+        let issuer = oidc.issuer.clone();
+        // Reads its CA file: off the runtime. Fetches nothing: a dead issuer is a refused
+        // token, not a failed start.
+        let verifier = tokio::task::spawn_blocking(move || karpor_api::OidcVerifier::new(&oidc))
+            .await?
+            .map_err(|e| anyhow::anyhow!("auth.oidc: {e}"))?;
+        tracing::info!(%issuer, "OIDC ID tokens accepted");
+        authenticator = authenticator.with_oidc(verifier);
+    }
+    Ok(authenticator)
 }

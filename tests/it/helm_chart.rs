@@ -967,10 +967,12 @@ fn the_real_binary_accepts_every_rendered_config() {
             "readiness.upstreams[0].must_ready=false",
             "health.checks.Other.must_ready=false",
         ]),
-        // Policies over a token without a role, TokenReview, viewer reads. (OIDC joins
-        // once karpor reads `auth.oidc`.)
+        // Policies over a token without a role, TokenReview, OIDC, viewer reads.
         [
             sets(&[
+                "auth.oidc.issuer=https://sso.example.com/realms/ops",
+                "auth.oidc.audiences={karpor}",
+                "auth.oidc.usernameClaim=email",
                 "auth.anonymous=viewer",
                 "auth.podLogs=viewer",
                 "auth.tokens[0].name=ci",

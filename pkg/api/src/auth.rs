@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::envelope::ApiError;
+use crate::oidc::OidcVerifier;
 use crate::policy::{Identity, Policies};
 use crate::scope::Scope;
 use crate::token_review::TokenReviewer;
@@ -58,6 +59,7 @@ pub struct Authenticator {
     tokens: Vec<StaticToken>,
     anonymous: Option<Role>,
     policies: Policies,
+    oidc: Option<OidcVerifier>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -65,6 +67,7 @@ impl std::fmt::Debug for Authenticator {
         f.debug_struct("Authenticator")
             .field("tokens", &self.tokens.len())
             .field("anonymous", &self.anonymous)
+            .field("oidc", &self.oidc.is_some())
             .finish()
     }
 }
@@ -97,7 +100,14 @@ impl Authenticator {
                 .collect(),
             anonymous,
             policies: Policies::default(),
+            oidc: None,
         }
+    }
+
+    /// OIDC ID tokens from one issuer (`auth.oidc`).
+    pub fn with_oidc(mut self, verifier: OidcVerifier) -> Self {
+        self.oidc = Some(verifier);
+        self
     }
 
     /// Who else gets what, and where (`auth.policies`).
@@ -246,18 +256,42 @@ impl Authentication {
             Err(refusal) => return Caller::Refused(refusal),
             Ok(None) => {}
         }
-        let (Some(token), Some(reviewer)) = (token, &self.token_review) else {
-            return Caller::Refused(Refusal::Unauthenticated("the token is not accepted"));
+        let not_accepted = Caller::Refused(Refusal::Unauthenticated("the token is not accepted"));
+        let Some(token) = token else {
+            return not_accepted;
+        };
+        // An ID token of the configured issuer is that issuer's to vouch for, and no
+        // one else's.
+        if let Some(oidc) = self.auth.oidc.as_ref().filter(|o| o.claims_issuer(token)) {
+            return match oidc.verify(token).await {
+                Ok(who) => self.vouched(Identity {
+                    user: who.user,
+                    groups: who.groups,
+                    token: None,
+                    anonymous: false,
+                }),
+                Err(why) => {
+                    tracing::info!(reason = %why, "an OIDC token was refused");
+                    not_accepted
+                }
+            };
+        }
+        let Some(reviewer) = &self.token_review else {
+            return not_accepted;
         };
         match reviewer.review(token).await {
-            Ok(who) => match self.auth.vouched(who) {
-                Ok(principal) => Caller::Known(principal),
-                Err(refusal) => Caller::Refused(refusal),
-            },
+            Ok(who) => self.vouched(who),
             Err(why) => {
                 tracing::info!(reason = %why, "a Kubernetes token was refused");
-                Caller::Refused(Refusal::Unauthenticated("the token is not accepted"))
+                not_accepted
             }
+        }
+    }
+
+    fn vouched(&self, who: Identity) -> Caller {
+        match self.auth.vouched(who) {
+            Ok(principal) => Caller::Known(principal),
+            Err(refusal) => Caller::Refused(refusal),
         }
     }
 }

@@ -9,6 +9,7 @@ use karpor_core::model::MAX_KUBECONFIG_BYTES;
 use karpor_core::SecretSource;
 use serde::{Deserialize, Serialize};
 
+use crate::oidc::OidcConfig;
 use crate::token_review::TokenReviewConfig;
 use karpor_core::model::{AccessPolicy, Role};
 
@@ -57,6 +58,8 @@ pub struct AuthConfig {
     pub policies: Vec<AccessPolicy>,
     /// Kubernetes tokens, checked by a registered cluster.
     pub token_review: Option<TokenReviewConfig>,
+    /// OIDC ID tokens from one issuer.
+    pub oidc: Option<OidcConfig>,
 }
 
 impl AuthConfig {
@@ -93,6 +96,9 @@ impl AuthConfig {
         if let Some(review) = &self.token_review {
             review.validate()?;
         }
+        if let Some(oidc) = &self.oidc {
+            oidc.validate()?;
+        }
         Ok(())
     }
 }
@@ -106,6 +112,7 @@ impl Default for AuthConfig {
             pod_logs: Role::Admin,
             policies: Vec::new(),
             token_review: None,
+            oidc: None,
         }
     }
 }

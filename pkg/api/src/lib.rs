@@ -16,6 +16,7 @@ mod insight;
 mod live;
 pub mod local_token;
 mod locator;
+mod oidc;
 mod openapi;
 mod params;
 mod policy;
@@ -50,6 +51,7 @@ pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, TokenConfig};
 pub use karpor_core::model::Role;
 pub use live::bounds::{LiveBounds, LiveLimits};
+pub use oidc::{OidcConfig, OidcError, OidcIdentity, OidcVerifier};
 pub use policy::Policies;
 pub use token_review::TokenReviewConfig;
 

@@ -310,7 +310,8 @@ impl Elastic {
 
 /// A private kube-apiserver on its own etcd, with a static admin token; `kubeconfig()`
 /// is a kubeconfig for it. Its certificate (generated on first start) and data survive
-/// `kill` and `restart`.
+/// `kill` and `restart`. It is also an OIDC issuer, `url()`: its service-account tokens
+/// are ID tokens, signed with the key at `signing_key_path()`.
 pub struct Apiserver {
     pub process: Managed,
     pub etcd: Etcd,
@@ -355,9 +356,11 @@ impl Apiserver {
             arg("cert-dir", dir.join("certs").to_str().unwrap()),
             arg("service-account-key-file", public.to_str().unwrap()),
             arg("service-account-signing-key-file", key.to_str().unwrap()),
+            // Its own address: it is then an OIDC issuer tests can reach (discovery
+            // document and keys on this port).
             arg(
                 "service-account-issuer",
-                "https://kubernetes.default.svc.cluster.local",
+                &format!("https://127.0.0.1:{port}"),
             ),
             arg("service-cluster-ip-range", "10.0.0.0/24"),
             arg("token-auth-file", tokens.to_str().unwrap()),
@@ -381,16 +384,31 @@ impl Apiserver {
         })
     }
 
+    /// `https://127.0.0.1:PORT`: where it listens, and the issuer of its tokens.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// Its serving certificate and the CA that signed it, PEM (written before it
+    /// listens).
+    pub fn ca_pem_path(&self) -> PathBuf {
+        self.process.dir.join("certs/apiserver.crt")
+    }
+
+    /// The RSA key (PEM) its service-account tokens are signed with.
+    pub fn signing_key_path(&self) -> PathBuf {
+        self.process.dir.join("sa.key")
+    }
+
     /// A kubeconfig with the admin token and the server's own CA, inline.
     pub fn kubeconfig(&self) -> String {
         // Written before the server listens, so present once it is ready.
-        let cert = self.process.dir.join("certs/apiserver.crt");
-        let pem = std::fs::read(&cert).expect("the apiserver wrote its certificate");
+        let pem = std::fs::read(self.ca_pem_path()).expect("the apiserver wrote its certificate");
         use base64::Engine as _;
         let ca = base64::engine::general_purpose::STANDARD.encode(pem);
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {APISERVER_TOKEN}\ncontexts:\n- name: c\n  context: {{cluster: c, user: admin}}\ncurrent-context: c\n",
-            self.port
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {APISERVER_TOKEN}\ncontexts:\n- name: c\n  context: {{cluster: c, user: admin}}\ncurrent-context: c\n",
+            self.url()
         )
     }
 }

@@ -9,7 +9,10 @@ use std::sync::{Arc, Mutex};
 use axum::body::{to_bytes, Body};
 use axum::http::{header, Request, Response};
 use axum::Router;
-use karpor_api::{ApiParts, Authenticator, LimitsConfig, LiveBounds, Policies, Role};
+use karpor_api::{
+    ApiParts, Authenticator, LimitsConfig, LiveBounds, OidcVerifier, Policies, Role,
+    TokenReviewConfig,
+};
 use karpor_core::model::AccessPolicy;
 use karpor_kube::ExecSettings;
 use karpor_metastore::{Metastore, MetastoreConfig};
@@ -30,6 +33,10 @@ pub(crate) struct Setup {
     pub(crate) exec: ExecSettings,
     /// `auth.policies`.
     pub(crate) policies: Vec<AccessPolicy>,
+    /// `auth.oidc`, made.
+    pub(crate) oidc: Option<OidcVerifier>,
+    /// `auth.token_review`.
+    pub(crate) token_review: Option<TokenReviewConfig>,
 }
 
 impl Default for Setup {
@@ -46,6 +53,8 @@ impl Default for Setup {
             limits: LimitsConfig::default(),
             exec: ExecSettings::default(),
             policies: Vec::new(),
+            oidc: None,
+            token_review: None,
         }
     }
 }
@@ -73,15 +82,8 @@ impl Setup {
             // The syncer runs apart: sync states are `unknown`.
             sync: None,
             exec: exec.clone(),
-            auth: Authenticator::new(
-                self.tokens
-                    .into_iter()
-                    .map(|(name, role, token)| (name, Some(role), token))
-                    .collect(),
-                self.anonymous,
-            )
-            .with_policies(Policies::new(self.policies)),
-            token_review: None,
+            auth: authenticator(self.tokens, self.anonymous, self.policies, self.oidc),
+            token_review: self.token_review,
             read_only: self.read_only,
             pod_logs: Role::Admin,
             live: LiveBounds::new(self.limits.live.clone(), &mut registry),
@@ -97,6 +99,23 @@ impl Setup {
             bodies: Mutex::new(Vec::new()),
             _dir: dir,
         }
+    }
+}
+
+fn authenticator(
+    tokens: Vec<(String, Role, String)>,
+    anonymous: Option<Role>,
+    policies: Vec<AccessPolicy>,
+    oidc: Option<OidcVerifier>,
+) -> Authenticator {
+    let tokens = tokens
+        .into_iter()
+        .map(|(name, role, token)| (name, Some(role), token))
+        .collect();
+    let auth = Authenticator::new(tokens, anonymous).with_policies(Policies::new(policies));
+    match oidc {
+        Some(verifier) => auth.with_oidc(verifier),
+        None => auth,
     }
 }
 

@@ -13,6 +13,7 @@ mod clusters;
 mod document;
 mod limits;
 mod logs;
+mod oidc;
 mod policies;
 mod scope;
 mod search;
