@@ -182,11 +182,12 @@ fn start_server(stop: CancellationToken) -> SocketAddr {
             }
             let routes = Router::new()
                 .route("/bare", get(|| async { "OK" }))
-                .nest("/slow", karpor_health::routes(slow, None));
+                .nest("/slow", karpor_health::routes(slow, None, None));
             let http = HttpMetrics::new(&mut registry);
             let router = karpor_server::router(RouterParts {
                 health,
                 admin_token: None,
+                check_lines: None,
                 http,
                 metrics: Arc::new(registry),
                 with_ui: true,

@@ -109,10 +109,12 @@ impl Application {
         if let Some(syncer) = &mut syncer {
             syncer.start(parts.workers.clone());
         }
-        let (routes, endpoints) = if plan.api {
-            api_routes(&config, &mut parts, syncer.as_ref()).await?
+        let (routes, endpoints, check_lines) = if plan.api {
+            let (routes, endpoints, lines) =
+                api_routes(&config, &mut parts, syncer.as_ref()).await?;
+            (routes, endpoints, Some(lines))
         } else {
-            (axum::Router::new(), Vec::new())
+            (axum::Router::new(), Vec::new(), None)
         };
         let admin_token = match &config.health.admin_token {
             Some(source) => Some(source.resolve()?.expose().to_owned()),
@@ -122,6 +124,7 @@ impl Application {
         let router = karpor_server::router(RouterParts {
             health: parts.health.clone(),
             admin_token,
+            check_lines,
             metrics: Arc::new(parts.registry),
             with_ui: plan.api,
             dashboard: config.server.dashboard_dir.clone(),
@@ -291,11 +294,15 @@ async fn api_routes(
     config: &Config,
     parts: &mut Parts,
     syncer: Option<&Syncer>,
-) -> anyhow::Result<(axum::Router, Vec<String>)> {
+) -> anyhow::Result<(
+    axum::Router,
+    Vec<String>,
+    Arc<dyn karpor_health::LineFilter>,
+)> {
     if !config.server.read_only {
         seed_built_ins(&parts.metastore).await;
     }
-    let routes = karpor_api::routes(karpor_api::ApiParts {
+    let (routes, lines) = karpor_api::routes_and_check_lines(karpor_api::ApiParts {
         metastore: parts.metastore.clone(),
         storage: parts.storage.clone(),
         sync: syncer.map(Syncer::status),
@@ -314,7 +321,7 @@ async fn api_routes(
         .iter()
         .map(karpor_api::Endpoint::line)
         .collect();
-    Ok((routes, endpoints))
+    Ok((routes, endpoints, lines))
 }
 
 /// How long the built-in records may hold the start.
@@ -424,9 +431,9 @@ async fn authenticator(config: &Config) -> anyhow::Result<karpor_api::Authentica
     tracing::info!(
         tokens = tokens.len(),
         anonymous_reads = anonymous.is_some(),
+        read_only = config.server.read_only,
         policies = auth.policies.len(),
         kubernetes_tokens = auth.token_review.is_some(),
-        read_only = config.server.read_only,
         "REST API access"
     );
     let policies = karpor_api::Policies::new(auth.policies.clone());

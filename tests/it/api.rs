@@ -172,3 +172,56 @@ fn a_bad_auth_or_limits_section_exits_2_naming_the_key() {
         assert!(!dir.path().join("data").exists(), "nothing may start");
     }
 }
+
+/// Once access policies exist, `/readyz` shows each caller only the member clusters its
+/// scope holds (none without a credential, as a kubelet's probe); what the hidden checks
+/// report still counts, and the four checks of the contract are always there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_shows_each_caller_the_clusters_of_its_scope() {
+    let config = format!(
+        "{EMBEDDED}auth:\n  anonymous: none\n  tokens:\n  - {{name: ops, role: admin, token: {ADMIN}}}\n  - {{name: team, token: {GUEST}}}\n  policies:\n  - {{name: team-a, subjects: {{tokens: [team]}}, role: viewer, scope: {{clusters: [a]}}}}\n"
+    );
+    let karpor = Spawn::serve(&config).start();
+    let admin = Client::with_token(&karpor, ADMIN);
+    for name in ["a", "b"] {
+        let (code, answer) = admin
+            .call(
+                "POST",
+                &format!("/rest-api/v1/cluster/{name}"),
+                Some(json!({"kubeConfig": THREE_CONTEXTS})),
+            )
+            .await;
+        assert_eq!(code, 201, "{answer}");
+    }
+    let url = karpor.url("/readyz");
+    let (admin_header, team_header) = (format!("Bearer {ADMIN}"), format!("Bearer {GUEST}"));
+    process::wait_for(Duration::from_secs(60), "both clusters' checks", || {
+        let (url, header) = (url.clone(), admin_header.clone());
+        async move {
+            let body = process::get_with(&url, &[("authorization", &header)])
+                .await
+                .1;
+            body.contains("Cluster/a ") && body.contains("Cluster/b ")
+        }
+    })
+    .await;
+    let (_, team) = process::get_with(&url, &[("authorization", &team_header)]).await;
+    assert!(
+        team.contains("Cluster/a ") && !team.contains("Cluster/b"),
+        "{team}"
+    );
+    let (code, nobody) = process::get(&url).await;
+    assert!(!nobody.contains("Cluster/"), "{nobody}");
+    for line in [
+        "[+] Ping ok",
+        "[+] Server ok",
+        "[+] Storage ok",
+        "health check passed",
+    ] {
+        assert!(nobody.contains(line), "{line}: {nobody}");
+    }
+    assert_eq!(
+        code, 200,
+        "the clusters' failures are non-critical: {nobody}"
+    );
+}

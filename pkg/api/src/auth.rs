@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
@@ -122,6 +122,11 @@ impl Authenticator {
         self
     }
 
+    /// Whether any policy exists (then callers see only their scope's cluster checks).
+    pub(crate) fn has_policies(&self) -> bool {
+        self.policies.any()
+    }
+
     /// The config file's policies.
     pub(crate) fn configured_policies(&self) -> &[karpor_core::model::AccessPolicy] {
         self.policies.configured()
@@ -218,8 +223,8 @@ impl Caller {
 /// The bearer token of a request: `Ok(None)` without one. An empty header, or `Bearer`
 /// with nothing after it, counts as absent, as in Karpor (its page sends
 /// `Authorization: ''` when RBAC is off).
-fn bearer(request: &Request) -> Result<Option<&str>, &'static str> {
-    let Some(value) = request.headers().get(header::AUTHORIZATION) else {
+pub(crate) fn bearer(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Ok(None);
     };
     let value = value
@@ -250,7 +255,7 @@ pub(crate) fn challenge(error: ApiError) -> Response {
 
 impl Authentication {
     /// Who `token` (or its absence) is.
-    async fn caller(&self, token: Option<&str>) -> Caller {
+    pub(crate) async fn caller(&self, token: Option<&str>) -> Caller {
         match self.auth.known(token) {
             Ok(Some(principal)) => return Caller::Known(principal),
             Err(refusal) => return Caller::Refused(refusal),
@@ -302,7 +307,7 @@ pub(crate) async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let caller = match bearer(&request) {
+    let caller = match bearer(request.headers()) {
         Err(why) => Caller::Refused(Refusal::Unauthenticated(why)),
         Ok(token) => authentication.caller(token).await,
     };

@@ -9,6 +9,7 @@ mod ai;
 mod audit_policy;
 mod auth;
 mod body;
+mod check_lines;
 mod clusters;
 mod config;
 mod envelope;
@@ -177,6 +178,11 @@ fn check_permissions(document: &utoipa::openapi::OpenApi, endpoints: &[Endpoint]
 /// The API's routes (under [`PREFIX`]), `/openapi.json` and `/server-configs`, to merge into the server's
 /// router (which adds request ids and tracing around them).
 pub fn routes(parts: ApiParts) -> Router {
+    routes_and_check_lines(parts).0
+}
+
+/// [`routes`], and which member clusters' `/readyz` lines each caller sees.
+pub fn routes_and_check_lines(parts: ApiParts) -> (Router, Arc<dyn karpor_health::LineFilter>) {
     let token_review = parts.token_review.map(|config| {
         Arc::new(token_review::TokenReviewer::new(
             config,
@@ -186,6 +192,7 @@ pub fn routes(parts: ApiParts) -> Router {
     });
     let (policies, stored) = access_policies::PolicyFeed::start(parts.metastore.clone());
     let auth = parts.auth.with_stored(stored);
+    let check_lines_store = parts.metastore.clone();
     let state = AppState {
         configured: Arc::new(auth.configured_policies().to_vec()),
         policies,
@@ -229,13 +236,17 @@ pub fn routes(parts: ApiParts) -> Router {
         .layer(axum::middleware::from_fn(envelope::envelope));
     let (api, document) = nested(api);
     check_permissions(&document, &declared);
+    let check_lines = Arc::new(check_lines::ClusterLines {
+        authentication: authentication.clone(),
+        metastore: check_lines_store,
+    });
     let outside = openapi::route(document)
         .merge(server_info::server_configs(authentication, storage_type))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             limits.request_timeout,
         ));
-    api.merge(outside)
+    (api.merge(outside), check_lines)
 }
 
 #[cfg(test)]

@@ -108,6 +108,11 @@ impl Policies {
         self
     }
 
+    /// Whether there is any, configured or stored.
+    pub(crate) fn any(&self) -> bool {
+        !self.configured.is_empty() || self.stored.as_ref().is_some_and(|s| !s.borrow().is_empty())
+    }
+
     /// The names of the config file's policies (a stored one may not take one).
     pub(crate) fn configured(&self) -> &[AccessPolicy] {
         &self.configured

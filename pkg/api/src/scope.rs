@@ -95,7 +95,16 @@ impl Scope {
             .collect()
     }
 
-    fn needs_cluster_labels(&self) -> bool {
+    /// Whether the scope holds anything of a cluster, given the clusters' labels.
+    pub(crate) fn clusters_seen(
+        &self,
+        labels: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+        let grants = self.resolve(labels);
+        move |cluster| grants.iter().any(|g| g.holds_cluster(cluster))
+    }
+
+    pub(crate) fn needs_cluster_labels(&self) -> bool {
         self.grants.iter().any(|g| g.cluster_labels.is_some())
     }
 

@@ -344,6 +344,7 @@ impl HealthChecker {
                 .set_status(SHUTDOWN_CHECK, endpoint.as_str(), pass);
         }
         Ok(HealthReport {
+            withheld: Vec::new(),
             entries,
             unknown_excludes,
             alone: request.only.is_some(),

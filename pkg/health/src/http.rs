@@ -18,17 +18,35 @@ use crate::upstream::HOP_HEADER;
 struct RouteState {
     checker: HealthChecker,
     admin_token: Option<Arc<str>>,
+    lines: Option<Arc<dyn LineFilter>>,
 }
+
+/// Which checks' lines a request may see in the full list, decided by the process from
+/// the caller (karpor's API: only the member clusters its scope holds). The checks left
+/// out still count towards the status; the one-check sub-paths are not filtered.
+#[async_trait::async_trait]
+pub trait LineFilter: Send + Sync + 'static {
+    /// What to leave out for the request with these headers; `None`: nothing.
+    async fn hidden(&self, headers: &HeaderMap) -> Option<Hidden>;
+}
+
+/// Whether a check's line is left out, by its name.
+pub type Hidden = Box<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// The health routes' paths, as registered (`/endpoints` lists them).
 pub const PATHS: [&str; 4] = ["/livez", "/livez/{*check}", "/readyz", "/readyz/{*check}"];
 
 /// The health routes, to be merged into the process's router. `admin_token` unlocks raw
-/// failure details on the `/{check}` sub-paths.
-pub fn routes(checker: HealthChecker, admin_token: Option<String>) -> Router {
+/// failure details on the `/{check}` sub-paths; `lines` filters the full list per caller.
+pub fn routes(
+    checker: HealthChecker,
+    admin_token: Option<String>,
+    lines: Option<Arc<dyn LineFilter>>,
+) -> Router {
     let state = RouteState {
         checker,
         admin_token: admin_token.map(Arc::from),
+        lines,
     };
     Router::new()
         .route(PATHS[0], get(livez))
@@ -120,7 +138,14 @@ async fn respond(
         hop: headers.contains_key(HOP_HEADER),
     };
     let report = match state.checker.report(endpoint, &request).await {
-        Ok(report) => report,
+        Ok(mut report) => {
+            if let (false, Some(lines)) = (single, &state.lines) {
+                if let Some(hidden) = lines.hidden(headers).await {
+                    report.withhold(hidden);
+                }
+            }
+            report
+        }
         Err(unknown) => {
             let body = format!("unknown check \"{}\"\n", unknown.0);
             return health_response(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", body);

@@ -20,7 +20,7 @@ pub use checker::{
 };
 pub use config::{CheckConfig, HealthConfig};
 pub use damping::Thresholds;
-pub use http::{routes, PATHS};
+pub use http::{routes, Hidden, LineFilter, PATHS};
 pub use metrics::HealthMetrics;
 pub use report::{Entry, HealthReport, Status};
 pub use reporter::{CheckOutcome, ComponentType, Failure, HealthReporter, Reason};

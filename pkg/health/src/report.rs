@@ -29,6 +29,9 @@ pub struct HealthReport {
     /// One check asked for by name (`/readyz/{check}`): it answers for itself, so a
     /// failure fails the answer, critical or not.
     pub alone: bool,
+    /// Checks whose lines this caller may not see ([`HealthReport::withhold`]): they
+    /// still count towards the status.
+    pub withheld: Vec<Entry>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,10 +63,21 @@ impl Entry {
 }
 
 impl HealthReport {
+    /// Leaves the lines of the checks `hide` names out of the renderings; what they
+    /// report still counts.
+    pub fn withhold(&mut self, hide: impl Fn(&str) -> bool) {
+        let (hidden, shown) = std::mem::take(&mut self.entries)
+            .into_iter()
+            .partition(|entry| hide(&entry.name));
+        self.entries = shown;
+        self.withheld.extend::<Vec<Entry>>(hidden);
+    }
+
     pub fn status(&self) -> Status {
         let status = self
             .entries
             .iter()
+            .chain(&self.withheld)
             .map(Entry::status)
             .fold(Status::Pass, |acc, s| match (acc, s) {
                 (Status::Fail, _) | (_, Status::Fail) => Status::Fail,
@@ -182,10 +196,27 @@ mod tests {
 
     fn report(entries: Vec<Entry>) -> HealthReport {
         HealthReport {
+            withheld: Vec::new(),
             entries,
             unknown_excludes: Vec::new(),
             alone: false,
         }
+    }
+
+    #[test]
+    fn withheld_lines_are_not_shown_and_still_count() {
+        let mut r = report(vec![
+            entry("Ping", true, CheckOutcome::Pass),
+            entry(
+                "Cluster/b",
+                true,
+                CheckOutcome::fail(Reason::Unreachable, "dial tcp 10.1.2.3:6443"),
+            ),
+        ]);
+        r.withhold(|name| name.starts_with("Cluster/"));
+        assert_eq!(r.to_text(false), "[+] Ping ok\nhealth check failed\n");
+        assert_eq!(r.to_json(false)["status"], "fail");
+        assert!(r.to_json(false)["checks"].get("cluster/b").is_none());
     }
 
     #[test]

@@ -122,7 +122,7 @@ fn fixture(settings: Settings) -> Fixture {
     checker.register(syncer, Membership::READYZ, None);
     checker.register(storage.clone(), Membership::READYZ, None);
     checker.register(cluster.clone(), Membership::READYZ, None);
-    let router = routes(checker.clone(), Some("admin-secret".to_owned()));
+    let router = routes(checker.clone(), Some("admin-secret".to_owned()), None);
     Fixture {
         checker,
         router,

@@ -35,6 +35,8 @@ pub struct RouterParts {
     pub health: HealthChecker,
     /// Unlocks raw failure details on `/readyz/{check}`.
     pub admin_token: Option<String>,
+    /// Which checks' lines each caller sees in the full list (the API's scopes).
+    pub check_lines: Option<Arc<dyn karpor_health::LineFilter>>,
     pub metrics: Arc<Registry>,
     /// Serve the placeholder page at `/` (the server does; the syncer's probe port not).
     pub with_ui: bool,
@@ -60,7 +62,7 @@ pub fn router(parts: RouterParts) -> Router {
     endpoints.extend(karpor_health::PATHS.iter().map(|p| format!("GET\t{p}")));
     endpoints.push(format!("GET\t{}", crate::metrics::PATH));
     endpoints.push(format!("GET\t{ENDPOINTS}"));
-    let own = karpor_health::routes(parts.health, parts.admin_token)
+    let own = karpor_health::routes(parts.health, parts.admin_token, parts.check_lines)
         .merge(crate::metrics::routes(parts.metrics));
     let mut page = Router::new();
     if parts.with_ui {

@@ -32,6 +32,7 @@ fn router(dashboard: Option<std::path::PathBuf>) -> Router {
     karpor_server::router(RouterParts {
         health,
         admin_token: None,
+        check_lines: None,
         metrics: Arc::new(registry),
         with_ui: true,
         dashboard,
