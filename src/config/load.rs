@@ -122,7 +122,11 @@ pub(crate) fn load(
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "built-in defaults".to_owned());
-    let config: Config = figment.extract().map_err(|e| describe(e, &origin))?;
+    let mut config: Config = figment.extract().map_err(|e| describe(e, &origin))?;
+    config
+        .auth
+        .read_policies_file()
+        .map_err(|issue| ConfigError::in_file(&origin, issue))?;
     config.validate(&origin)?;
     Ok((config, file))
 }

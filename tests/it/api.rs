@@ -153,10 +153,32 @@ fn a_bad_auth_or_limits_section_exits_2_naming_the_key() {
         ("server: {limits: {body_bytes: 1000}}\n", "server.limits.body_bytes"),
         ("server: {limits: {concurrency: 0}}\n", "server.limits.concurrency"),
         ("server: {read_only: maybe}\n", "server.read_only"),
+        (
+            "auth: {policies: [{name: a, subjects: {}, role: viewer}]}\n",
+            "auth.policies[0].subjects",
+        ),
+        (
+            "auth: {policies: [{name: a, subjects: {anonymous: true}, role: admin, scope: {}}]}\n",
+            "auth.policies[0].scope",
+        ),
+        (
+            "auth: {policies: [{name: a, subjects: {tokens: [nobody]}, role: viewer}]}\n",
+            "auth.policies[0].subjects.tokens",
+        ),
+        (
+            "auth: {policies_file: policies.yaml}\n",
+            "`auth.policies_file`: policies.yaml: [1].scope.kinds",
+        ),
+        ("auth: {policies_file: none.yaml}\n", "auth.policies_file"),
     ];
     for (yaml, key) in cases {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("bad.yaml"), yaml).unwrap();
+        std::fs::write(
+            dir.path().join("policies.yaml"),
+            "- {name: fine, subjects: {groups: [g]}, role: viewer}\n- {name: x, subjects: {groups: [g]}, role: viewer, scope: {kinds: []}}\n",
+        )
+        .unwrap();
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_karpor"))
             .args(["serve", "--config", "bad.yaml"])
             .current_dir(dir.path())

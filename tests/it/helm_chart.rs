@@ -644,6 +644,11 @@ fn wrong_values_fail_the_schema() {
         // Asymmetric only: a shared secret would let anyone holding it mint tokens.
         ("auth.oidc.algorithms={HS256}", "/auth/oidc/algorithms/0"),
         ("auth.oidc.ca.bogus=1", "bogus"),
+        ("auth.policiesConfigMap.key=", "/auth/policiesConfigMap/key"),
+        (
+            "auth.policiesConfigMap.name=Team_Policies",
+            "/auth/policiesConfigMap/name",
+        ),
         // One level, not a filter (RUST_LOG takes a filter).
         ("log.level=karpor=debug", "/log/level"),
         ("kubernetes.exec.timeout=soon", "/kubernetes/exec/timeout"),
@@ -900,6 +905,20 @@ fn config_verdict(role: &str, config: &str, dir: &Path) -> Result<(), String> {
     verdict
 }
 
+/// Where the server's pods mount `auth.policiesConfigMap`'s key.
+const POLICIES_FILE: &str = "/etc/karpor/policies/policies.yaml";
+/// A ConfigMap's policies, as an operator writes them (either spelling of cluster labels).
+const MOUNTED_POLICIES: &str = "\
+- name: team-c
+  subjects: {groups: [team-c]}
+  role: viewer
+  scope: {cluster_labels: \"team=c\", namespaces: [shop]}
+- name: auditors
+  subjects: {users: [audit@example.com]}
+  role: viewer
+  scope: {clusterLabels: \"env=prod\", secrets: true}
+";
+
 /// The rendered config with the pod's mount points moved under `root`, where the
 /// secret files, certificate and data directory the pod would have are created.
 fn relocate(config: &str, root: &Path) -> String {
@@ -936,6 +955,15 @@ fn relocate(config: &str, root: &Path) -> String {
     for name in ["tls.crt", "tls.key"] {
         std::fs::write(tls.join(name), "not read before the listener starts\n").unwrap();
     }
+    // auth.policiesConfigMap's file, read at start: as the kubelet mounts it, read-only
+    // (karpor refuses a group- or world-writable one).
+    if config.contains(POLICIES_FILE) {
+        use std::os::unix::fs::PermissionsExt;
+        let file = root.join(POLICIES_FILE.trim_start_matches('/'));
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, MOUNTED_POLICIES).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+    }
     let root = root.display().to_string();
     config
         .replace("/etc/karpor/", &format!("{root}/etc/karpor/"))
@@ -967,7 +995,8 @@ fn the_real_binary_accepts_every_rendered_config() {
             "readiness.upstreams[0].must_ready=false",
             "health.checks.Other.must_ready=false",
         ]),
-        // Policies over a token without a role, TokenReview, OIDC, viewer reads.
+        // Policies over a token without a role and from a ConfigMap, TokenReview, OIDC,
+        // viewer reads.
         [
             sets(&[
                 "auth.oidc.issuer=https://sso.example.com/realms/ops",
@@ -979,6 +1008,8 @@ fn the_real_binary_accepts_every_rendered_config() {
                 "auth.tokens[0].value=ci-token",
                 "auth.tokenReview.cluster=hub",
                 "auth.tokenReview.cacheFor=1m",
+                // The file is made by `relocate`, as the ConfigMap's volume would be.
+                "auth.policiesConfigMap.name=team-policies",
             ]),
             set_json(&[
                 r#"auth.policies=[{"name":"ci","subjects":{"tokens":["ci"],"groups":["team-a"]},"role":"editor","scope":{"clusterLabels":"team=a","namespaces":["web"],"secrets":true}}]"#,
@@ -1338,6 +1369,120 @@ fn the_oidc_ca_comes_from_a_secret_or_config_map_of_yours_and_unset_values_stay_
     );
     let policy = plain.get(&format!("NetworkPolicy/{RELEASE}"));
     assert_eq!(egress_to(policy, 443, "TCP").len(), 1, "the clusters' only");
+}
+
+/// A volume's `defaultMode` as the kubelet reads it: `0444` is octal in Kubernetes' YAML
+/// 1.1 (serde_yaml, YAML 1.2, keeps a leading-zero number as a string).
+fn default_mode(source: &Value) -> Option<u32> {
+    match source.get("defaultMode")? {
+        Value::String(octal) => u32::from_str_radix(octal, 8).ok(),
+        Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+        _ => None,
+    }
+}
+
+#[test]
+fn policies_from_a_config_map_reach_the_server_only_as_a_read_only_file() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&sets(&[
+        "auth.policiesConfigMap.name=team-policies",
+        "auth.policiesConfigMap.key=access.yaml",
+    ]));
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "auth.policies_file").and_then(Value::as_str),
+        Some(POLICIES_FILE)
+    );
+    // Only the file: no inline policies appear from it.
+    assert_eq!(at(&server, "auth.policies"), None);
+    // Mounted read-only from the operator's ConfigMap, its key as the file the config
+    // names; the chart makes no ConfigMap of its own for it.
+    let (volume, file) =
+        mounted_file(objects.deployment(RELEASE), "policies").expect("policies volume");
+    assert_eq!(file, POLICIES_FILE);
+    assert_eq!(
+        at(&volume, "configMap.name").and_then(Value::as_str),
+        Some("team-policies")
+    );
+    assert_eq!(
+        at(&volume, "configMap.items"),
+        Some(&yaml("[{key: access.yaml, path: policies.yaml}]"))
+    );
+    // karpor refuses a policies file its group or the world could write.
+    let mode = default_mode(at(&volume, "configMap").unwrap());
+    assert_eq!(mode, Some(0o444), "{volume:?}");
+    assert!(!objects.has("ConfigMap/team-policies"));
+    // The syncer answers no API: no volume, no key in its file.
+    let syncer_pod = objects.deployment(&format!("{RELEASE}-syncer"));
+    assert_eq!(mounted_file(syncer_pod, "policies"), None);
+    let syncer_config = objects.config("syncer").unwrap();
+    assert_eq!(at(&yaml(&syncer_config), "auth"), None);
+    for word in ["policies", "team-policies"] {
+        assert!(!syncer_config.contains(word), "{word} in:\n{syncer_config}");
+    }
+    // The key defaults to policies.yaml; the file joins the values' policies, which
+    // stay as they are.
+    let objects = tools.check(
+        &[
+            sets(&["auth.policiesConfigMap.name=team-policies"]),
+            set_json(&[
+                r#"auth.policies=[{"name":"platform","subjects":{"groups":["platform"]},"role":"admin"}]"#,
+            ]),
+        ]
+        .concat(),
+    );
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "auth.policies_file").and_then(Value::as_str),
+        Some(POLICIES_FILE)
+    );
+    assert_eq!(
+        at(&server, "auth.policies"),
+        Some(&yaml(
+            "[{name: platform, subjects: {groups: [platform]}, role: admin}]"
+        ))
+    );
+    let (volume, _) = mounted_file(objects.deployment(RELEASE), "policies").expect("volume");
+    assert_eq!(
+        at(&volume, "configMap.items"),
+        Some(&yaml("[{key: policies.yaml, path: policies.yaml}]"))
+    );
+    // With the syncer inside the server (SQLite), the one pod mounts it.
+    let objects = tools.check(
+        &[
+            values_file(SQLITE_SQLITE),
+            sets(&["auth.policiesConfigMap.name=team-policies"]),
+        ]
+        .concat(),
+    );
+    let (_, file) = mounted_file(objects.deployment(RELEASE), "policies").expect("volume");
+    assert_eq!(file, POLICIES_FILE);
+    // Unset (the default): neither the key nor the volume.
+    let plain = tools.check(&[]);
+    let server = plain.config("server").unwrap();
+    assert_eq!(at(&yaml(&server), "auth.policies_file"), None);
+    assert!(!server.contains("/etc/karpor/policies"), "{server}");
+    for name in [RELEASE.to_owned(), format!("{RELEASE}-syncer")] {
+        assert_eq!(
+            mounted_file(plain.deployment(&name), "policies"),
+            None,
+            "{name}"
+        );
+    }
+    // NOTES know an admin may sign in through such policies.
+    let notes = tools.notes(
+        &[
+            set_json(&[
+                r#"auth.tokens=[{"name":"ci","role":"viewer","value":"ci-token-0123456789"}]"#,
+            ]),
+            sets(&["auth.policiesConfigMap.name=team-policies"]),
+        ]
+        .concat(),
+    );
+    assert!(
+        notes.contains("or sign in as a subject of an admin policy"),
+        "{notes}"
+    );
 }
 
 #[test]

@@ -32,7 +32,7 @@ fn expected(
     match (permission, who) {
         (Public, _) => None,
         (_, Who::Anonymous) if !anonymous_reads => Some(401),
-        (Write, _) if read_only => Some(405),
+        (Write | Edit, _) if read_only => Some(405),
         (Read, _) => None,
         (_, Who::Admin) => None,
         (_, Who::Anonymous) => Some(401),

@@ -317,6 +317,8 @@ hosts, the Service's names and the loopback names (kubectl port-forward); else e
 
 {{- define "karpor.secretsDir" -}}/etc/karpor/secrets{{- end }}
 {{- define "karpor.oidcCaDir" -}}/etc/karpor/oidc{{- end }}
+{{/* Where the server's pods mount auth.policiesConfigMap's key, as policies.yaml. */}}
+{{- define "karpor.policiesDir" -}}/etc/karpor/policies{{- end }}
 
 {{/*
 The OIDC issuer's CA as JSON {configMap or secret: NAME, key}, mounted in the server's
@@ -467,6 +469,9 @@ the generated admin token. */}}
 {{- end }}
 {{- $_ := set $auth "policies" $policies }}
 {{- end }}
+{{- if $v.auth.policiesConfigMap.name }}
+{{- $_ := set $auth "policies_file" (printf "%s/policies.yaml" (include "karpor.policiesDir" .)) }}
+{{- end }}
 {{- with $v.auth.tokenReview }}
 {{- if .cluster }}
 {{- $review := dict "cluster" .cluster }}
@@ -577,6 +582,17 @@ lifecycle:
       - key: {{ $oidcCa.key }}
         path: ca.crt
 {{- end }}
+{{- /* karpor trusts the policies file only when nobody but root or itself may write it:
+0444, never group- or world-writable. */}}
+{{- if and (eq .role "server") $v.auth.policiesConfigMap.name }}
+- name: policies
+  configMap:
+    name: {{ $v.auth.policiesConfigMap.name }}
+    defaultMode: 0444
+    items:
+      - key: {{ $v.auth.policiesConfigMap.key }}
+        path: policies.yaml
+{{- end }}
 {{- if and (eq $v.metadata.backend "etcd") $v.metadata.etcd.tls.enabled }}
 - name: etcd-tls
   secret:
@@ -614,6 +630,11 @@ lifecycle:
 {{- if and (eq .role "server") (include "karpor.oidcCa" .root | fromJson) }}
 - name: oidc-ca
   mountPath: {{ include "karpor.oidcCaDir" . }}
+  readOnly: true
+{{- end }}
+{{- if and (eq .role "server") $v.auth.policiesConfigMap.name }}
+- name: policies
+  mountPath: {{ include "karpor.policiesDir" . }}
   readOnly: true
 {{- end }}
 {{- if and (eq $v.metadata.backend "etcd") $v.metadata.etcd.tls.enabled }}

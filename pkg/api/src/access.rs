@@ -228,6 +228,8 @@ async fn authorize(
         return refusal;
     }
     if let Caller::Known(principal) = caller {
+        // What the caller may see, for `scope::Visible`, apart from who it is.
+        request.extensions_mut().insert(principal.scope.clone());
         request.extensions_mut().insert::<Principal>(principal);
     }
     let response = next.run(request).await;

@@ -128,7 +128,7 @@ impl Authenticator {
     }
 
     /// The config file's policies.
-    pub(crate) fn configured_policies(&self) -> &[karpor_core::model::AccessPolicy] {
+    pub(crate) fn configured_policies(&self) -> &[karpor_core::access::AccessPolicy] {
         self.policies.configured()
     }
 

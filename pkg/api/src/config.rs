@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::oidc::OidcConfig;
 use crate::token_review::TokenReviewConfig;
-use karpor_core::model::{AccessPolicy, Role};
+use karpor_core::access::{AccessPolicy, Role};
+use karpor_core::trusted::{self, Trusted};
 
 /// The role of a request without a token. Never `admin`: no write without a credential.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -56,6 +57,9 @@ pub struct AuthConfig {
     pub pod_logs: Role,
     /// Who gets which role where ([`crate::policy`]).
     pub policies: Vec<AccessPolicy>,
+    /// More policies, a YAML list as `policies` (a ConfigMap's file): read at start,
+    /// joined to `policies`.
+    pub policies_file: Option<PathBuf>,
     /// Kubernetes tokens, checked by a registered cluster.
     pub token_review: Option<TokenReviewConfig>,
     /// OIDC ID tokens from one issuer.
@@ -103,6 +107,48 @@ impl AuthConfig {
     }
 }
 
+/// Largest policies file read.
+const MAX_POLICIES_FILE_BYTES: u64 = 1024 * 1024;
+
+impl AuthConfig {
+    /// Joins the policies of `policies_file` to `policies`, so the rest of karpor sees
+    /// one list; a problem names the file, the entry and its field.
+    pub fn read_policies_file(&mut self) -> Result<(), ConfigIssue> {
+        const KEY: &str = "auth.policies_file";
+        let Some(path) = &self.policies_file else {
+            return Ok(());
+        };
+        let user = trusted::User::current();
+        trusted::check(path, Trusted::File, "policies file", &user)
+            .map_err(|problem| ConfigIssue::new(KEY, problem))?;
+        let at = |problem: &dyn std::fmt::Display| {
+            ConfigIssue::new(KEY, format!("{}: {problem}", path.display()))
+        };
+        let file = std::fs::File::open(path).map_err(|e| at(&e))?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(file, MAX_POLICIES_FILE_BYTES + 1),
+            &mut text,
+        )
+        .map_err(|e| at(&e))?;
+        if text.len() as u64 > MAX_POLICIES_FILE_BYTES {
+            return Err(at(&"larger than 1 MiB"));
+        }
+        let policies: Vec<AccessPolicy> = if text.trim().is_empty() {
+            Vec::new()
+        } else {
+            serde_saphyr::from_str(&text).map_err(|e| at(&e))?
+        };
+        for (i, policy) in policies.iter().enumerate() {
+            if let Err((field, problem)) = policy.problem() {
+                return Err(at(&format!("[{i}].{field}: {problem}")));
+            }
+        }
+        self.policies.extend(policies);
+        Ok(())
+    }
+}
+
 impl Default for AuthConfig {
     fn default() -> Self {
         AuthConfig {
@@ -111,6 +157,7 @@ impl Default for AuthConfig {
             local_token_file: PathBuf::from(crate::local_token::DEFAULT_LOCAL_TOKEN_FILE),
             pod_logs: Role::Admin,
             policies: Vec::new(),
+            policies_file: None,
             token_review: None,
             oidc: None,
         }

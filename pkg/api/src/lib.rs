@@ -50,7 +50,7 @@ use utoipa_axum::router::OpenApiRouter;
 pub use access::{Endpoint, Permission};
 pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, TokenConfig};
-pub use karpor_core::model::Role;
+pub use karpor_core::access::Role;
 pub use live::bounds::{LiveBounds, LiveLimits};
 pub use oidc::{OidcConfig, OidcError, OidcIdentity, OidcVerifier};
 pub use policy::Policies;
@@ -100,7 +100,7 @@ pub(crate) struct AppState {
     pub live: LiveBounds,
     pub rule_limits: karpor_core::model::RuleLimits,
     /// The config file's access policies (`auth.policies`).
-    pub configured: Arc<Vec<karpor_core::model::AccessPolicy>>,
+    pub configured: Arc<Vec<karpor_core::access::AccessPolicy>>,
     /// The stored ones, read by every server.
     pub policies: Arc<access_policies::PolicyFeed>,
 }
@@ -293,7 +293,7 @@ mod tests {
             assert!(!schemas.contains_key(gone), "{gone}");
         }
         // A rule's body may leave its name to the path.
-        for body in ["SyncRule", "RelationRule"] {
+        for body in ["SyncRule", "RelationRule", "AccessPolicy"] {
             let required = schemas[body]["required"].as_array().unwrap();
             assert!(
                 !required.iter().any(|r| r == "name"),

@@ -4,6 +4,7 @@
 
 use axum::routing::get;
 use axum::{Json, Router};
+use karpor_core::access::AccessPolicy;
 use karpor_core::model::{RelationRule, SyncRule};
 use karpor_core::names::RecordName;
 use serde::Deserialize;
@@ -98,15 +99,16 @@ pub(crate) struct NamePath {
 )]
 pub(crate) struct ApiDoc;
 
-/// Sync and relation rules are their own bodies on routes named by their path
-/// (`/sync-rule/{name}`, `/relation-rule/{name}`): there the body's `name` is optional,
+/// Sync and relation rules and access policies are their own bodies on routes named by
+/// their path (`/sync-rule/{name}`, `/relation-rule/{name}`, `/access-policy/{name}`):
+/// there the body's `name` is optional,
 /// the path's filling it in. Their schemas serve only as those bodies (the views document
 /// the rule as an object), so `name` is made optional in them.
 pub(crate) fn names_from_paths(document: &mut utoipa::openapi::OpenApi) {
     let Some(components) = document.components.as_mut() else {
         return;
     };
-    for record in [SyncRule::name(), RelationRule::name()] {
+    for record in [SyncRule::name(), RelationRule::name(), AccessPolicy::name()] {
         if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(&*record) {
             object.required.retain(|field| field != "name");
         }

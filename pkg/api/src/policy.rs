@@ -1,6 +1,6 @@
 //! Policies, from the config file (`auth.policies`) and stored as records through the API
 //! ([`crate::access_policies`]): who gets which role over which part of the fleet
-//! (`karpor_core::model::AccessPolicy`). A caller no policy names gets nothing. Resolved
+//! (`karpor_core::access::AccessPolicy`). A caller no policy names gets nothing. Resolved
 //! here into the caller's [`Access`]; what a scope lets through is [`crate::scope`]'s.
 
 use std::collections::BTreeSet;
@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use karpor_config::ConfigIssue;
-use karpor_core::model::{AccessPolicy, Role};
+use karpor_core::access::{AccessPolicy, Role};
 use tokio::sync::watch;
 
 use crate::scope::{Grant, Scope};

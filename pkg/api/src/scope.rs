@@ -16,7 +16,6 @@ use karpor_storage::{
     AuditTotals, Bucket, ResourceDocument, SearchResult, SearchStorage, Storage, StorageError,
 };
 
-use crate::auth::Principal;
 use crate::envelope::ApiError;
 use crate::{AppState, Role};
 
@@ -398,14 +397,13 @@ impl FromRequestParts<AppState> for Visible {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let Some(principal) = parts.extensions.get::<Principal>() else {
+        let Some(scope) = parts.extensions.get::<Arc<Scope>>().cloned() else {
             tracing::error!("a scoped read was reached without a caller");
             return Err(ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                 "access is not configured",
             ));
         };
-        let scope = principal.scope.clone();
         let clusters = if scope.needs_cluster_labels() && !scope.is_everything() {
             cluster_labels(state).await?
         } else {

@@ -2,8 +2,9 @@
 //! who switches backend keeps their clusters and rules. Credentials are exported in the
 //! clear (the target may use another key): the file is as secret as a kubeconfig.
 
+use karpor_core::access::AccessPolicy;
 use karpor_core::model::{
-    AccessPolicy, AuditPolicy, Cluster, Record, RelationRule, ResourceGroupRule, Seed, SyncRule,
+    AuditPolicy, Cluster, Record, RelationRule, ResourceGroupRule, Seed, SyncRule,
 };
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;

@@ -1,6 +1,6 @@
 //! Who the caller is, as `/authn` answers it.
 
-use karpor_core::model::AccessPolicy;
+use karpor_core::access::AccessPolicy;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use utoipa::ToSchema;

@@ -13,7 +13,7 @@ use karpor_api::{
     ApiParts, Authenticator, LimitsConfig, LiveBounds, OidcVerifier, Policies, Role,
     TokenReviewConfig,
 };
-use karpor_core::model::AccessPolicy;
+use karpor_core::access::AccessPolicy;
 use karpor_kube::ExecSettings;
 use karpor_metastore::{Metastore, MetastoreConfig};
 use karpor_storage::{Storage, StorageConfig};

@@ -339,7 +339,7 @@ async fn an_issuer_that_never_answers_is_an_error_within_the_bound() {
 }
 
 /// A policy granting the test's ServiceAccount a viewer's reads of its own namespace.
-fn service_account_policy() -> karpor_core::model::AccessPolicy {
+fn service_account_policy() -> karpor_core::access::AccessPolicy {
     serde_json::from_value(json!({
         "name": "sa-viewers",
         "subjects": {"users": [format!("system:serviceaccount:{NS}:{SA}")]},

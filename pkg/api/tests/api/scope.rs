@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use karpor_api::{endpoints, Permission, Role};
-use karpor_core::model::AccessPolicy;
+use karpor_core::access::AccessPolicy;
 use karpor_storage::ResourceDocument;
 use karpor_testkit::api::THREE_CONTEXTS;
 use proptest::prelude::*;

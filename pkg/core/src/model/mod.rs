@@ -1,7 +1,6 @@
 //! karpor's records: what the metadata store keeps. The store adds the version and the
 //! creation and update times; these types are what users write.
 
-mod access;
 mod audit;
 mod cluster;
 mod limits;
@@ -11,7 +10,6 @@ mod rules;
 mod seed;
 mod selector;
 
-pub use access::{AccessPolicy, PolicyScope, Role, Subjects};
 pub use audit::AuditPolicy;
 pub use cluster::{Cluster, Kubeconfig, MAX_KUBECONFIG_BYTES};
 pub use limits::{OverLimit, RuleLimits, LIMITS_SECTION};

@@ -1,11 +1,11 @@
 //! Access policies: who (users, groups, token names, anonymous callers) gets which role
 //! over which part of the fleet (clusters by name or label, namespaces, kinds). Written in
 //! the config file (`auth.policies`) or stored as records through the API; the API
-//! resolves them per caller ([docs/access.md](../../../../docs/access.md)).
+//! resolves them per caller ([docs/access.md](../../../docs/access.md)).
 
 use serde::{Deserialize, Serialize};
 
-use super::{validate_name, Kind, LabelSelector, Record};
+use crate::model::{validate_name, Kind, LabelSelector, Record};
 use crate::names::{ClusterName, KindName, Namespace};
 
 /// What a caller may do: a `viewer` reads (what its scope holds), an `editor` also writes
