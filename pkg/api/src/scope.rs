@@ -176,9 +176,12 @@ impl Resolved {
             terms.push(any_of(Field::Cluster, clusters));
         }
         if let Some(namespaces) = &self.namespaces {
+            // A Namespace object has no namespace: checked first, so other rows are
+            // decided without their name.
             terms.push(Expr::Or(vec![
                 any_of(Field::Namespace, namespaces),
                 Expr::And(vec![
+                    is(Field::Namespace, ""),
                     is(Field::Kind, NAMESPACE),
                     any_of(Field::Name, namespaces),
                 ]),
@@ -288,10 +291,10 @@ impl Visible {
         })
     }
 
-    /// `query` narrowed to the scope.
+    /// `query` narrowed to the scope (a term the backend checks, never searches by).
     pub(crate) fn scoped(&self, mut query: Query) -> Query {
         if let Some(scope) = self.filter() {
-            query.filter = Expr::And(vec![query.filter, scope]);
+            query.filter = Expr::And(vec![query.filter, Expr::Scope(Box::new(scope))]);
         }
         query
     }

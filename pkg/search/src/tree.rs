@@ -47,6 +47,10 @@ pub enum Expr {
     Contains(Vec<String>),
     /// `keyword=`: the term is in the name, the namespace, a label, or the content.
     Keyword(String),
+    /// A caller's scope (added by the API, never parsed): it narrows what matches like any
+    /// term, but a backend should not choose it to find the rows by, so a scoped query
+    /// keeps the unscoped one's plan.
+    Scope(Box<Expr>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +182,7 @@ impl Expr {
         match self {
             Expr::All | Expr::Contains(_) | Expr::Keyword(_) => false,
             Expr::And(all) | Expr::Or(all) => all.iter().any(|e| e.mentions(field)),
-            Expr::Not(e) => e.mentions(field),
+            Expr::Not(e) | Expr::Scope(e) => e.mentions(field),
             Expr::Compare { field: f, .. }
             | Expr::In { field: f, .. }
             | Expr::Between { field: f, .. }

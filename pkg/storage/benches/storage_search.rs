@@ -164,6 +164,11 @@ fn scoped(query: &Query) -> Query {
                 negated: false,
             },
             Expr::And(vec![
+                Expr::Compare {
+                    field: Field::Namespace,
+                    op: Op::Eq,
+                    value: Value::Text(String::new()),
+                },
                 kind("Namespace"),
                 Expr::In {
                     field: Field::Name,
@@ -175,7 +180,7 @@ fn scoped(query: &Query) -> Query {
         Expr::Not(Box::new(kind("Secret"))),
     ]);
     let mut scoped = query.clone();
-    scoped.filter = Expr::And(vec![query.filter.clone(), scope]);
+    scoped.filter = Expr::And(vec![query.filter.clone(), Expr::Scope(Box::new(scope))]);
     scoped
 }
 

@@ -286,6 +286,30 @@ async fn every_backend_answers_every_query_the_same() {
         empty <= 1,
         "{empty} queries matched nothing: the data does not exercise them"
     );
+    // A caller's scope narrows as the same term would, whichever plan it leaves.
+    for scope in [
+        QUERIES[0],
+        QUERIES[QUERIES.len() / 2],
+        QUERIES[QUERIES.len() - 1],
+    ] {
+        let scope = parse(scope).unwrap().filter;
+        for (text, query) in &queries {
+            let mut plain = query.clone();
+            plain.filter = Expr::And(vec![query.filter.clone(), scope.clone()]);
+            let mut scoped = query.clone();
+            scoped.filter = Expr::And(vec![
+                query.filter.clone(),
+                Expr::Scope(Box::new(scope.clone())),
+            ]);
+            for b in &backends {
+                let (got, wanted) = (
+                    answer(b.storage.as_ref(), &scoped).await,
+                    answer(b.storage.as_ref(), &plain).await,
+                );
+                assert_eq!(got, wanted, "{}: {text} within {scope:?}", b.name);
+            }
+        }
+    }
 }
 
 #[tokio::test]

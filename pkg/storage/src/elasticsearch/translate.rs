@@ -110,6 +110,7 @@ pub(crate) fn filter(expr: &Expr) -> Json {
             "minimum_should_match": 1
         }}),
         Expr::Not(inner) => json!({"bool": {"must_not": [filter(inner)]}}),
+        Expr::Scope(inner) => filter(inner),
         Expr::Compare { field, op, value } => compare(field, *op, value),
         Expr::In {
             field,

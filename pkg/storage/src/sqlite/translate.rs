@@ -18,6 +18,9 @@ pub(crate) struct Sql {
     /// The query has a conjunct that an index narrows well (see [`narrows`]): cluster and
     /// label predicates then only check the rows it finds.
     probe: bool,
+    /// Inside a caller's scope: columns are written `+column`, which changes no value but
+    /// keeps the planner from finding rows by them.
+    scoped: bool,
 }
 
 impl Sql {
@@ -92,10 +95,12 @@ fn on(
 ) {
     match target(field) {
         Target::Column(column, nullable) => {
-            let body = predicate(column, sql);
+            let plus = format!("+{column}");
+            let written = if sql.scoped { plus.as_str() } else { column };
+            let body = predicate(written, sql);
             // Unary plus changes no value but keeps the planner off the cluster index:
             // clusters are few, so it narrows little when another index can.
-            let body = if sql.probe && column == "r.cluster" {
+            let body = if sql.probe && !sql.scoped && column == "r.cluster" {
                 format!("+{body}")
             } else {
                 body
@@ -250,6 +255,11 @@ fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
         Expr::Not(inner) => {
             sql.text.push_str("NOT ");
             filter_in(inner, sql, !flipped);
+        }
+        Expr::Scope(inner) => {
+            let outer = std::mem::replace(&mut sql.scoped, true);
+            filter_in(inner, sql, flipped);
+            sql.scoped = outer;
         }
         Expr::Compare { field, op, value } => on(field, sql, flipped, |v, sql| {
             let op = match op {
