@@ -158,8 +158,12 @@ fn a_bad_auth_or_limits_section_exits_2_naming_the_key() {
             "auth.policies[0].subjects",
         ),
         (
-            "auth: {policies: [{name: a, subjects: {anonymous: true}, role: admin, scope: {}}]}\n",
+            "auth: {policies: [{name: a, subjects: {groups: [g]}, role: admin, scope: {}}]}\n",
             "auth.policies[0].scope",
+        ),
+        (
+            "auth: {policies: [{name: a, subjects: {anonymous: true}, role: editor}]}\n",
+            "auth.policies[0].subjects.anonymous",
         ),
         (
             "auth: {policies: [{name: a, subjects: {tokens: [nobody]}, role: viewer}]}\n",

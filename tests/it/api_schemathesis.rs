@@ -43,6 +43,15 @@ fn schemathesis_finds_no_server_error_and_no_answer_contradicting_the_document()
         // One worker: with more, hypothesis's shared lambda-source cache can raise inside
         // schemathesis (a KeyError in its own code, not a finding about the API).
         .args(["--exclude-tag", "ai", "--exclude-tag", "stream"])
+        // A policy written at random may open reads to callers without a credential
+        // (`subjects.anonymous`), which the run then reports as ignored authentication:
+        // the access policies' writes are tested in-process (`pkg/api/tests/api/scope.rs`).
+        .args([
+            "--exclude-operation-id",
+            "createAccessPolicy",
+            "--exclude-operation-id",
+            "putAccessPolicy",
+        ])
         .args(["--max-examples", "40", "--workers", "1", "--no-color"])
         .env("SCHEMATHESIS_TELEMETRY", "false")
         .env("HOME", karpor.dir())
@@ -52,7 +61,7 @@ fn schemathesis_finds_no_server_error_and_no_answer_contradicting_the_document()
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("44 selected / 50 total"), "{stdout}");
+    assert!(stdout.contains("42 selected / 50 total"), "{stdout}");
     assert!(stdout.contains(" passed"), "{stdout}");
     // Every phase ran, the stateful one along the document's links (create, then read,
     // update, delete the created record).

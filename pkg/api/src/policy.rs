@@ -129,7 +129,13 @@ impl Policies {
             .iter()
             .chain(stored.iter().flat_map(|s| s.iter()));
         for policy in all.filter(|p| names_caller(p, who)) {
-            grants.push(grant(policy));
+            let mut grant = grant(policy);
+            // No write without a credential, whatever a policy says (such policies are
+            // refused where they are written, too).
+            if who.anonymous {
+                grant.role = Role::Viewer;
+            }
+            grants.push(grant);
             names.push(policy.name.clone());
         }
         let role = grants.iter().map(|g| g.role).max()?;

@@ -121,6 +121,12 @@ impl AccessPolicy {
                 "names nobody: give users, groups, tokens or anonymous: true",
             );
         }
+        if s.anonymous && self.role != Role::Viewer {
+            return fail(
+                "subjects.anonymous",
+                "a caller without a credential never writes: a policy naming anonymous callers gives viewer only",
+            );
+        }
         for (field, list) in [
             ("users", &s.users),
             ("groups", &s.groups),
@@ -193,8 +199,12 @@ mod tests {
             Some("subjects")
         );
         assert_eq!(
-            field("{name: a, subjects: {anonymous: true}, role: admin, scope: {}}").as_deref(),
+            field("{name: a, subjects: {groups: [g]}, role: admin, scope: {}}").as_deref(),
             Some("scope")
+        );
+        assert_eq!(
+            field("{name: a, subjects: {anonymous: true}, role: editor}").as_deref(),
+            Some("subjects.anonymous")
         );
         assert_eq!(
             field("{name: a, subjects: {groups: [g]}, role: viewer, scope: {namespaces: []}}")

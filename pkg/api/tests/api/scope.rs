@@ -52,24 +52,22 @@ fn subset(n: usize) -> impl Strategy<Value = Option<BTreeSet<usize>>> {
 }
 
 fn grant() -> impl Strategy<Value = Grant> {
+    // A policy naming anonymous callers gives viewer only: no write without a credential.
     (
-        prop::bool::ANY,
         subset(CLUSTERS.len()),
         prop::bool::ANY,
         subset(NAMESPACES.len()),
         subset(KINDS.len()),
         prop::bool::ANY,
     )
-        .prop_map(
-            |(editor, clusters, gold, namespaces, kinds, secrets)| Grant {
-                role: if editor { Role::Editor } else { Role::Viewer },
-                clusters,
-                gold,
-                namespaces,
-                kinds,
-                secrets,
-            },
-        )
+        .prop_map(|(clusters, gold, namespaces, kinds, secrets)| Grant {
+            role: Role::Viewer,
+            clusters,
+            gold,
+            namespaces,
+            kinds,
+            secrets,
+        })
 }
 
 fn objects() -> impl Strategy<Value = Vec<Placed>> {
@@ -446,4 +444,84 @@ async fn no_policy_no_access_and_authn_shows_the_scope() {
     let (code, _) = api.guest().call("GET", "/rest-api/v1/clusters", None).await;
     assert_eq!(code, 200);
     let _: Value = answer;
+}
+
+/// Policies stored through the API: in force at once, versioned, never under a configured
+/// one's name, never a writer without a credential.
+#[tokio::test]
+async fn stored_policies_are_in_force_at_once_and_versioned() {
+    let configured: AccessPolicy = serde_json::from_value(json!({
+        "name": "configured", "subjects": {"groups": ["g"]}, "role": "viewer"}))
+    .unwrap();
+    let api = Setup {
+        policies: vec![configured],
+        ..Setup::default()
+    }
+    .start()
+    .await;
+    let (admin, nobody) = (api.admin(), api.anonymous());
+    let (code, _) = nobody.call("GET", "/rest-api/v1/clusters", None).await;
+    assert_eq!(code, 401);
+    let open = json!({"subjects": {"anonymous": true}, "role": "viewer",
+        "scope": {"namespaces": ["web"]}});
+    let (code, answer) = admin
+        .call(
+            "POST",
+            "/rest-api/v1/access-policy/open",
+            Some(open.clone()),
+        )
+        .await;
+    assert_eq!(code, 201, "{answer}");
+    let version = answer["data"]["version"].as_i64().unwrap();
+    let (code, answer) = nobody.call("GET", "/rest-api/v1/authn", None).await;
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(answer["data"]["policies"], json!(["open"]));
+    assert_eq!(answer["data"]["scope"][0]["namespaces"], json!(["web"]));
+    // Readers of policies are admins; a viewer is not.
+    let (code, _) = api
+        .guest()
+        .call("GET", "/rest-api/v1/access-policies", None)
+        .await;
+    assert_eq!(code, 403);
+    let (code, list) = admin
+        .call("GET", "/rest-api/v1/access-policies", None)
+        .await;
+    assert_eq!(code, 200);
+    let names: Vec<(&str, bool)> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["configured"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(names, [("configured", true), ("open", false)]);
+    for (path, body, status) in [
+        // A configured policy's name.
+        ("/rest-api/v1/access-policy/configured", open.clone(), 409),
+        // No write without a credential.
+        (
+            "/rest-api/v1/access-policy/open",
+            json!({"subjects": {"anonymous": true}, "role": "editor"}),
+            400,
+        ),
+        // A stale version.
+        (
+            &format!("/rest-api/v1/access-policy/open?version={}", version + 7),
+            open.clone(),
+            409,
+        ),
+    ] {
+        let (code, answer) = admin.call("PUT", path, Some(body)).await;
+        assert_eq!(code, status, "{path}: {answer}");
+    }
+    let (code, answer) = admin
+        .call("DELETE", "/rest-api/v1/access-policy/open", None)
+        .await;
+    assert_eq!(code, 200, "{answer}");
+    let (code, _) = nobody.call("GET", "/rest-api/v1/clusters", None).await;
+    assert_eq!(code, 401, "in force at once: gone");
 }
