@@ -255,7 +255,7 @@ pub(crate) fn challenge(error: ApiError) -> Response {
 
 impl Authentication {
     /// Who `token` (or its absence) is.
-    pub(crate) async fn caller(&self, token: Option<&str>) -> Caller {
+    async fn caller(&self, token: Option<&str>) -> Caller {
         match self.auth.known(token) {
             Ok(Some(principal)) => return Caller::Known(principal),
             Err(refusal) => return Caller::Refused(refusal),

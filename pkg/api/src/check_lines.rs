@@ -1,6 +1,7 @@
 //! Which member clusters' lines `/readyz` shows a caller: once any access policy exists,
-//! those its scope holds (none for a caller without an accepted credential, as a
-//! kubelet's probe); without policies, every line, as the health contract has them.
+//! those its scope holds, for a static token or an anonymous caller (none for any other
+//! credential, and none without an accepted one, as a kubelet's probe); without
+//! policies, every line, as the health contract has them.
 //! What the hidden checks report still counts towards the status.
 
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use karpor_health::{Hidden, LineFilter};
 use karpor_metastore::Metastore;
 use karpor_syncer::CLUSTER_CHECK_PREFIX;
 
-use crate::auth::{bearer, Authentication, Caller};
+use crate::auth::{bearer, Authentication};
 
 /// Longest the clusters' labels may take to read (a scope that selects by label).
 const LABELS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -32,11 +33,12 @@ impl LineFilter for ClusterLines {
         if !self.authentication.auth.has_policies() {
             return None;
         }
-        let caller = match bearer(headers) {
-            Ok(token) => self.authentication.caller(token).await,
-            Err(_) => return Some(every_cluster()),
-        };
-        let Caller::Known(principal) = caller else {
+        // Static tokens and anonymous callers only: a probe's bearer (the health admin
+        // token, say) is never sent to the TokenReview cluster or checked against an
+        // issuer; another credential sees no cluster line here.
+        let Ok(Ok(Some(principal))) =
+            bearer(headers).map(|token| self.authentication.auth.known(token))
+        else {
             return Some(every_cluster());
         };
         if principal.scope.is_everything() {
