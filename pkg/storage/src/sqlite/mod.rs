@@ -17,7 +17,7 @@ use crate::window::{total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
 };
-use translate::{filter, keywords, order, sort_column, Param, Sql};
+use translate::{filter, keywords, order, sort_column, Param, ScopeUse, Sql};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -372,13 +372,13 @@ impl SearchStorage for SqliteStorage {
         size: u64,
     ) -> Result<SearchResult, StorageError> {
         let mut where_ = Sql::default();
-        filter(&query.filter, &mut where_);
+        filter(&query.filter, &mut where_, ScopeUse::Check);
         let rows = window(query, from, size);
         // One read transaction: the page, its documents and the count see the same rows.
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
         // The page as rowids first: its sort or index walk reads only the narrow table.
         // `filter` and `order` write only karpor's own SQL, every value bound (translate.rs).
-        let mut params = where_.params.clone();
+        let mut params = where_.params;
         params.push(Param::Int(i64::try_from(rows.size).unwrap_or(i64::MAX)));
         params.push(Param::Int(i64::try_from(rows.from).unwrap_or(i64::MAX)));
         let page: Vec<i64> = sqlx::query_with(
@@ -412,12 +412,14 @@ impl SearchStorage for SqliteStorage {
         let count = if short {
             rows.from + page.len() as u64
         } else {
+            let mut counted = Sql::default();
+            filter(&query.filter, &mut counted, ScopeUse::Find);
             sqlx::query_with(
                 AssertSqlSafe(format!(
                     "SELECT count(*) FROM resources r WHERE {}",
-                    where_.text
+                    counted.text
                 )),
-                arguments(where_.params)?,
+                arguments(counted.params)?,
             )
             .fetch_one(&mut *tx)
             .await
@@ -434,7 +436,7 @@ impl SearchStorage for SqliteStorage {
 
     async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError> {
         let mut sql = Sql::default();
-        filter(&query.filter, &mut sql);
+        filter(&query.filter, &mut sql, ScopeUse::Find);
         // A filter of karpor's own SQL with every value bound.
         let statement = format!(
             "SELECT count(*) AS n, total(r.score) AS score, total(r.issues_low) AS low, \
@@ -472,7 +474,7 @@ impl SearchStorage for SqliteStorage {
         // Fixed table and column names, and a filter of karpor's own SQL with every
         // value bound (a map's key first: it comes first in the text).
         let mut sql = Sql::default();
-        filter(&query.filter, &mut sql);
+        filter(&query.filter, &mut sql, ScopeUse::Find);
         let (statement, mut params) = match field {
             Field::Label(key) | Field::Annotation(key) => {
                 let table = if matches!(field, Field::Label(_)) {

@@ -1,6 +1,8 @@
 //! A query tree as a parameterised SQLite statement: every value is a bound parameter,
 //! never spliced into the text.
 
+use std::collections::BTreeSet;
+
 use karpor_search::{Expr, Field, Op, Order, Value};
 
 use crate::document::millis;
@@ -21,6 +23,21 @@ pub(crate) struct Sql {
     /// Inside a caller's scope: columns are written `+column`, which changes no value but
     /// keeps the planner from finding rows by them.
     scoped: bool,
+    scope_use: ScopeUse,
+}
+
+/// What a caller's scope ([`Expr::Scope`]) does in a statement.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScopeUse {
+    /// Only checked on the rows the query's own terms or order find: a page walking its
+    /// order's index stops after a few rows, where starting from the scope would read and
+    /// sort every row in it.
+    #[default]
+    Check,
+    /// Also finds rows by its namespaces, when it has them: a count or a sum reads every
+    /// match anyway, and reading the scope's namespaces reads fewer rows than checking the
+    /// scope on every row of the query's range.
+    Find,
 }
 
 impl Sql {
@@ -158,9 +175,82 @@ fn narrows(expr: &Expr) -> bool {
     }
 }
 
-pub(crate) fn filter(expr: &Expr, sql: &mut Sql) {
+pub(crate) fn filter(expr: &Expr, sql: &mut Sql, scope: ScopeUse) {
     sql.probe = narrows(expr);
+    // Rows the query's own terms find are fewer than a scope's namespaces hold, as a rule:
+    // the scope then only checks them.
+    sql.scope_use = if finds_rows(expr) {
+        ScopeUse::Check
+    } else {
+        scope
+    };
     filter_in(expr, sql, false);
+}
+
+/// Whether a conjunct outside the caller's scope finds rows through an index or a
+/// lookup table (full text, keywords, a label, a finding, a reference, or equality on a
+/// namespace, name, kind or uid), rather than leaving a range or a scan to the planner.
+fn finds_rows(expr: &Expr) -> bool {
+    match expr {
+        Expr::And(all) => all.iter().any(finds_rows),
+        Expr::Or(any) => !any.is_empty() && any.iter().all(finds_rows),
+        Expr::Contains(_) | Expr::Keyword(_) => true,
+        Expr::Compare {
+            field, op: Op::Eq, ..
+        }
+        | Expr::In {
+            field,
+            negated: false,
+            ..
+        }
+        | Expr::Like {
+            field,
+            negated: false,
+            ..
+        } => matches!(
+            field,
+            Field::Namespace
+                | Field::Name
+                | Field::Kind
+                | Field::Uid
+                | Field::Label(_)
+                | Field::Annotation(_)
+                | Field::Issue
+                | Field::Severity
+                | Field::Ref
+        ),
+        _ => false,
+    }
+}
+
+/// The namespaces outside which `expr` matches nothing, when it names them: a superset,
+/// so `namespace IN (these) AND expr` is `expr`.
+fn namespaces(expr: &Expr) -> Option<BTreeSet<&str>> {
+    match expr {
+        Expr::Compare {
+            field: Field::Namespace,
+            op: Op::Eq,
+            value: Value::Text(namespace),
+        } => Some(BTreeSet::from([namespace.as_str()])),
+        Expr::In {
+            field: Field::Namespace,
+            values,
+            negated: false,
+        } => values
+            .iter()
+            .map(|v| match v {
+                Value::Text(namespace) => Some(namespace.as_str()),
+                _ => None,
+            })
+            .collect(),
+        Expr::And(all) => all.iter().filter_map(namespaces).min_by_key(BTreeSet::len),
+        Expr::Or(any) => any.iter().try_fold(BTreeSet::new(), |mut union, e| {
+            union.extend(namespaces(e)?);
+            Some(union)
+        }),
+        Expr::Scope(inner) => namespaces(inner),
+        _ => None,
+    }
 }
 
 /// A negated predicate on a set field (`issue != 'x'`) as its positive form: it means "has
@@ -257,9 +347,24 @@ fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
             filter_in(inner, sql, !flipped);
         }
         Expr::Scope(inner) => {
+            let finding = match sql.scope_use {
+                ScopeUse::Find => namespaces(inner),
+                ScopeUse::Check => None,
+            };
+            if let Some(finding) = &finding {
+                let list: Vec<&str> = finding
+                    .iter()
+                    .map(|ns| sql.bind(Param::Text((*ns).to_owned())))
+                    .collect();
+                sql.text
+                    .push_str(&format!("(r.namespace IN ({}) AND ", list.join(", ")));
+            }
             let outer = std::mem::replace(&mut sql.scoped, true);
             filter_in(inner, sql, flipped);
             sql.scoped = outer;
+            if finding.is_some() {
+                sql.text.push(')');
+            }
         }
         Expr::Compare { field, op, value } => on(field, sql, flipped, |v, sql| {
             let op = match op {
@@ -453,7 +558,7 @@ mod tests {
         )
         .unwrap();
         let mut sql = Sql::default();
-        filter(&query.filter, &mut sql);
+        filter(&query.filter, &mut sql, ScopeUse::Check);
         assert!(!sql.text.contains("OR 1=1"), "{}", sql.text);
         assert!(!sql.text.contains("a.b/c"), "{}", sql.text);
         assert_eq!(
@@ -466,6 +571,57 @@ mod tests {
                 Param::Int(0),
             ]
         );
+    }
+
+    #[test]
+    fn a_scope_finds_rows_by_the_namespaces_it_names_only_when_asked() {
+        let text = |s: &str| Value::Text(s.to_owned());
+        let within = |namespaces: &[&str]| Expr::In {
+            field: Field::Namespace,
+            values: namespaces.iter().map(|ns| text(ns)).collect(),
+            negated: false,
+        };
+        let namespace_objects = Expr::And(vec![
+            Expr::Compare {
+                field: Field::Namespace,
+                op: Op::Eq,
+                value: text(""),
+            },
+            Expr::Compare {
+                field: Field::Kind,
+                op: Op::Eq,
+                value: text("Namespace"),
+            },
+        ]);
+        let scope = Expr::Scope(Box::new(Expr::Or(vec![
+            Expr::And(vec![within(&["b", "a", "c"]), within(&["a"])]),
+            namespace_objects.clone(),
+        ])));
+        assert_eq!(namespaces(&scope), Some(BTreeSet::from(["", "a"])));
+        let mut found = Sql::default();
+        filter(&scope, &mut found, ScopeUse::Find);
+        assert!(found.text.starts_with("(r.namespace IN (?, ?) AND "), "{}", found.text);
+        assert_eq!(found.params[..2], [Param::Text("".into()), Param::Text("a".into())]);
+        let mut checked = Sql::default();
+        filter(&scope, &mut checked, ScopeUse::Check);
+        assert!(!checked.text.contains("(r.namespace IN"), "{}", checked.text);
+        assert_eq!(checked.params, found.params[2..]);
+        // Rows the query's own terms find are only checked against the scope.
+        let keyword = Expr::And(vec![Expr::Keyword("app".into()), scope.clone()]);
+        let mut sql = Sql::default();
+        filter(&keyword, &mut sql, ScopeUse::Find);
+        assert!(!sql.text.contains("(r.namespace IN"), "{}", sql.text);
+        // A branch without namespaces (a cluster-wide grant) leaves nothing to find by.
+        let cluster_wide = Expr::Scope(Box::new(Expr::Or(vec![
+            within(&["a"]),
+            Expr::Compare {
+                field: Field::Cluster,
+                op: Op::Eq,
+                value: text("one"),
+            },
+        ])));
+        assert_eq!(namespaces(&cluster_wide), None);
+        assert_eq!(namespaces(&namespace_objects), Some(BTreeSet::from([""])));
     }
 
     #[test]
