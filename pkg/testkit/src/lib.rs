@@ -3,13 +3,15 @@
 //! ([`services`]), the real binary as a process ([`process`]), a REST API client
 //! ([`api`]), member clusters driven through kube-rs ([`cluster`]), a kubelet stand-in
 //! for what a kube-apiserver proxies to a node ([`kubelet`]), a self-signed certificate
-//! ([`tls`]).
+//! ([`tls`]), the AI tests' OpenAI-compatible model server and its request log
+//! ([`model`]).
 
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
 pub mod api;
 pub mod cluster;
 pub mod kubelet;
+pub mod model;
 pub mod process;
 pub mod services;
 pub mod tls;
