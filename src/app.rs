@@ -302,6 +302,16 @@ async fn api_routes(
     if !config.server.read_only {
         seed_built_ins(&parts.metastore).await;
     }
+    let ai = match &config.ai {
+        Some(ai) => {
+            let ai = karpor_ai::Ai::new(ai, &mut parts.registry).map_err(anyhow::Error::msg)?;
+            parts
+                .health
+                .register(Arc::new(ai.check()), Membership::READYZ, None);
+            Some(ai)
+        }
+        None => None,
+    };
     let (routes, lines) = karpor_api::routes_and_check_lines(karpor_api::ApiParts {
         metastore: parts.metastore.clone(),
         storage: parts.storage.clone(),
@@ -316,6 +326,7 @@ async fn api_routes(
         clients: parts.clients.clone(),
         live: LiveBounds::new(config.server.limits.live.clone(), &mut parts.registry),
         rule_limits: config.syncer.limits,
+        ai,
     });
     let endpoints = karpor_api::endpoints()
         .iter()

@@ -65,6 +65,10 @@ pub(crate) enum Command {
     /// One object as kubectl describe shows it: key fields, relations, audit findings and
     /// recent events.
     Describe(DescribeArgs),
+    /// The model service's explanation of one object (`CLUSTER/KIND/[NAMESPACE/]NAME`):
+    /// its YAML and audit findings, printed as the model writes (needs `ai` on the
+    /// server).
+    Explain(ExplainArgs),
     /// A pod's log through a running server (`CLUSTER/NAMESPACE/POD`): the last lines, or
     /// with `-f` followed until interrupted.
     Logs(LogsArgs),
@@ -301,8 +305,12 @@ pub(crate) enum RuleCommand {
 pub(crate) struct SearchArgs {
     /// An SQL query (`select * from resources where ...`), or anything else as a keyword
     /// (a word anywhere in name, namespace, labels or content).
-    #[arg(required_unless_present = "keyword")]
+    #[arg(required_unless_present_any = ["keyword", "nl"])]
     pub query: Option<String>,
+    /// A question in natural language, which the server's model service turns into a
+    /// query (printed on stderr: the query that ran).
+    #[arg(long, conflicts_with_all = ["query", "keyword"])]
+    pub nl: Option<String>,
     /// Alone: a keyword search. With an SQL query: only results whose name or namespace
     /// holds it, as Karpor's keyword does.
     #[arg(long)]
@@ -328,6 +336,17 @@ pub(crate) struct DescribeArgs {
     /// `yaml` or `json`: the object itself.
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExplainArgs {
+    /// `CLUSTER/KIND/NAME`, or `CLUSTER/KIND/NAMESPACE/NAME` (`prod/pod/shop/web-1`).
+    pub target: String,
+    /// The answer's language: `en` (default), `zh`, `de`, `pt` or `ko`.
+    #[arg(long)]
+    pub language: Option<String>,
+    #[command(flatten)]
+    pub server: ServerArgs,
 }
 
 #[derive(Debug, Args)]

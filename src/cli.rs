@@ -48,6 +48,10 @@ pub fn run() -> ExitCode {
             Ok(rt) => rt.block_on(client::describe::run(&args)),
             Err(code) => code,
         },
+        Command::Explain(args) => match runtime() {
+            Ok(rt) => rt.block_on(client::explain::run(&args)),
+            Err(code) => code,
+        },
         Command::Whoami(args) => match runtime() {
             Ok(rt) => rt.block_on(client::whoami::run(&args)),
             Err(code) => code,

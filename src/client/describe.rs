@@ -32,9 +32,13 @@ fn target(text: &str) -> Result<(&str, &str, &str, &str), Failed> {
     }
 }
 
-async fn describe(args: &DescribeArgs) -> Result<(), Failed> {
-    let api = Api::new(&args.server)?;
-    let (cluster, kind, namespace, name) = target(&args.target)?;
+/// The object `CLUSTER/KIND/[NAMESPACE/]NAME` names, and its full locator (the object's
+/// own apiVersion and spelling), for the routes that need one.
+pub(super) async fn fetch(
+    api: &Api,
+    target_text: &str,
+) -> Result<(DetailedObject, String), Failed> {
+    let (cluster, kind, namespace, name) = target(target_text)?;
     let mut locator = format!(
         "cluster={}&kind={}&name={}",
         encode(cluster),
@@ -51,17 +55,8 @@ async fn describe(args: &DescribeArgs) -> Result<(), Failed> {
             None,
         )
         .await?;
-    match args.output.format() {
-        Output::Json => {
-            print_json(&detailed);
-            return Ok(());
-        }
-        Output::Yaml => return print_yaml(&detailed),
-        _ => {}
-    }
     // The object is any kind's, as stored: its fields are read by name.
     let object = Value::Object(detailed.object.clone());
-    // The object's own spelling, for the routes that need a resource's full locator.
     let mut full = format!(
         "cluster={}&apiVersion={}&kind={}&name={}",
         encode(cluster),
@@ -72,6 +67,21 @@ async fn describe(args: &DescribeArgs) -> Result<(), Failed> {
     let namespace = text(&object["metadata"]["namespace"]);
     if !namespace.is_empty() {
         full.push_str(&format!("&namespace={}", encode(&namespace)));
+    }
+    Ok((detailed, full))
+}
+
+async fn describe(args: &DescribeArgs) -> Result<(), Failed> {
+    let api = Api::new(&args.server)?;
+    let (detailed, full) = fetch(&api, &args.target).await?;
+    let (cluster, ..) = target(&args.target)?;
+    match args.output.format() {
+        Output::Json => {
+            print_json(&detailed);
+            return Ok(());
+        }
+        Output::Yaml => return print_yaml(&detailed),
+        _ => {}
     }
     let mut out = String::new();
     fields(&mut out, cluster, &detailed);

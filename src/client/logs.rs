@@ -9,6 +9,7 @@ use std::time::Duration;
 use karpor_api::types::{Envelope, LogLine};
 use serde_json::Value;
 
+use super::frames::Frames;
 use super::{describe, encode, finish, refused, token, Failed, Refusal, EXIT_UNREACHABLE};
 use crate::args::LogsArgs;
 
@@ -82,7 +83,7 @@ async fn logs(args: &LogsArgs) -> Result<(), Failed> {
             .unwrap_or(text);
         return Err(refused(describe(&Refusal { status, message })));
     }
-    let mut frames = Frames::default();
+    let mut frames = Frames::<LogLine>::default();
     let mut out = std::io::stdout().lock();
     loop {
         let chunk = response
@@ -122,46 +123,9 @@ fn write(out: &mut impl std::io::Write, bytes: &[u8]) -> Result<bool, Failed> {
     }
 }
 
-/// Server-sent event frames, from chunks that may split them anywhere.
-#[derive(Default)]
-struct Frames {
-    pending: Vec<u8>,
-}
-
-impl Frames {
-    /// The log lines of every `data:` line completed by `chunk`; comments (keep-alives)
-    /// and other fields are skipped.
-    fn push(&mut self, chunk: &[u8]) -> Vec<LogLine> {
-        self.pending.extend_from_slice(chunk);
-        let mut lines = Vec::new();
-        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
-            if let Some(data) = line.trim_end_matches(['\r', '\n']).strip_prefix("data:") {
-                if let Ok(parsed) = serde_json::from_str::<LogLine>(data.trim_start()) {
-                    lines.push(parsed);
-                }
-            }
-        }
-        lines
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn frames_split_anywhere_are_put_back_together() {
-        let mut frames = Frames::default();
-        assert!(frames
-            .push(b": keep-alive\n\ndata: {\"content\":\"one")
-            .is_empty());
-        let lines = frames.push(b"\"}\n\ndata: {\"timestamp\":\"t\",\"content\":\"two\"}\n\n");
-        let contents: Vec<_> = lines.iter().map(|l| l.content.as_str()).collect();
-        assert_eq!(contents, ["one", "two"]);
-        assert_eq!(lines[1].timestamp.as_deref(), Some("t"));
-    }
 
     #[test]
     fn targets_name_cluster_namespace_and_pod() {

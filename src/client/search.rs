@@ -1,6 +1,7 @@
 //! `karpor search 'SQL'`, `karpor search WORD` (a query not starting with `select` is a
-//! keyword), and `--keyword WORD` (alone, or narrowing the SQL to names and namespaces
-//! holding it, as Karpor's keyword does).
+//! keyword), `--keyword WORD` (alone, or narrowing the SQL to names and namespaces
+//! holding it, as Karpor's keyword does), and `--nl QUESTION` (the server's model writes
+//! the query; the query that ran is printed on stderr).
 
 use std::process::ExitCode;
 
@@ -23,6 +24,12 @@ async fn search(args: &SearchArgs) -> Result<(), Failed> {
             .is_some_and(|head| head.eq_ignore_ascii_case("select "))
     };
     let what = match (&args.query, &args.keyword) {
+        _ if args.nl.is_some() => {
+            format!(
+                "pattern=nl&query={}",
+                encode(args.nl.as_deref().unwrap_or_default())
+            )
+        }
         (Some(sql), Some(word)) if is_sql(sql) => {
             format!("pattern=sql&query={}&keyword={}", encode(sql), encode(word))
         }
@@ -43,6 +50,9 @@ async fn search(args: &SearchArgs) -> Result<(), Failed> {
         args.page, args.page_size
     );
     let page: SearchPage = api.get(reqwest::Method::GET, &path, None).await?;
+    if args.nl.is_some() {
+        eprintln!("sql: {}", page.sql_query);
+    }
     let format = args.output.format();
     match format {
         // The page as the API answers it: items, total, page.

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use karpor_ai::AiConfig;
 use karpor_api::{AuthConfig, LimitsConfig};
 use karpor_audit::AuditConfig;
 use karpor_core::SecretSource;
@@ -39,6 +40,8 @@ pub(crate) struct Config {
     pub health: HealthConfig,
     pub readiness: ReadinessConfig,
     pub shutdown: ShutdownConfig,
+    /// The model service; AI is off without it.
+    pub ai: Option<AiConfig>,
 }
 
 /// Top-level sections; environment variables are read only for these.
@@ -54,6 +57,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "health",
     "readiness",
     "shutdown",
+    "ai",
 ];
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -48,6 +48,9 @@ impl Config {
             }
         }
         self.auth.validate()?;
+        if let Some(ai) = &self.ai {
+            ai.validate()?;
+        }
         self.metadata.validate()?;
         self.storage.validate()?;
         let names = self.check_names()?;
@@ -105,6 +108,7 @@ impl Config {
             .collect();
         all.extend(self.metadata.secrets());
         all.extend(self.storage.secrets());
+        all.extend(self.ai.iter().flat_map(karpor_ai::AiConfig::secrets));
         all
     }
 }

@@ -129,9 +129,10 @@ async fn validation_reaches_the_api_server_or_says_why_not_within_seconds() {
     assert_no_secret_logged(&karpor);
 }
 
-/// The API's config sections are validated like the rest: exit 2, naming file and key.
+/// The API's config sections (and the model service's) are validated like the rest: exit
+/// 2, naming file and key.
 #[test]
-fn a_bad_auth_or_limits_section_exits_2_naming_the_key() {
+fn a_bad_auth_limits_or_ai_section_exits_2_naming_the_key() {
     let cases = [
         (
             "auth: {tokens: [{name: ops, role: admin, token: {env: KARPOR_TEST_NO_SUCH_VAR}}]}\n",
@@ -174,6 +175,19 @@ fn a_bad_auth_or_limits_section_exits_2_naming_the_key() {
             "`auth.policies_file`: policies.yaml: [1].scope.kinds",
         ),
         ("auth: {policies_file: none.yaml}\n", "auth.policies_file"),
+        (
+            "ai: {base_url: 'http://user:pw@127.0.0.1:1/v1', model: m}\n",
+            "ai.base_url",
+        ),
+        (
+            "ai: {base_url: 'http://127.0.0.1:1/v1', model: m, api_key: {env: KARPOR_TEST_NO_SUCH_VAR}}\n",
+            "ai.api_key",
+        ),
+        (
+            "ai: {base_url: 'http://127.0.0.1:1/v1', model: m, per_caller: 0}\n",
+            "ai.per_caller",
+        ),
+        ("ai: {base_url: 'http://127.0.0.1:1/v1'}\n", "model"),
     ];
     for (yaml, key) in cases {
         let dir = tempfile::tempdir().unwrap();

@@ -1,17 +1,38 @@
-//! Karpor's AI routes, answered as Karpor answers them with no model service configured:
-//! the diagnosis streams refuse with 503 in plain text, the interpret streams send one
-//! `error` event. They read nothing and write nothing.
+//! Karpor's AI streams: explain an object's YAML or audit findings, diagnose events or a
+//! pod's log lines, as server-sent frames (`start`, `chunk`s as the model writes,
+//! `complete` or `error`). What the caller sends is scrubbed of secrets and cut to
+//! `ai.max_input_bytes` before it is put in a prompt ([`karpor_ai::scrub`]); a caller
+//! over its share is refused with 429 before anything is asked; a client that goes away
+//! closes the model's connection. Without a model service they answer as Karpor does
+//! with AI off: the diagnosis streams 503 in plain text, the interpret streams one
+//! `error` frame.
 
-use crate::access::{Permission, Routes};
-use axum::http::{header, StatusCode};
+use std::convert::Infallible;
+
+use axum::extract::{Extension, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use karpor_ai::prompt::{self, Language};
+use karpor_ai::{scrub, Ai, Busy, Generation, Message, Permit, Task};
 use utoipa_axum::routes;
 
-use crate::envelope::Unenveloped;
-use crate::openapi::ErrorEnvelope;
+use crate::access::{Permission, Routes};
+use crate::auth::Principal;
+use crate::body::Body;
+use crate::envelope::{ApiError, Unenveloped};
+use crate::openapi::{ErrorEnvelope, Errors};
+use crate::types::{
+    AiFrame, AuditSummaryBody, DiagnoseEventsBody, DiagnoseLogsBody, InterpretIssuesBody,
+    InterpretYamlBody,
+};
+use crate::AppState;
 
 const NOT_AVAILABLE: &str = "AI service is not available";
-const NOT_CONFIGURED: &str = r#"data: {"type":"error","content":"AI service not configured"}"#;
+const NOT_CONFIGURED: &str = "AI service not configured";
+/// Resources listed per finding in an explanation's prompt.
+const AFFECTED_SHOWN: usize = 20;
 
 pub(crate) fn routes() -> Routes {
     Routes::new()
@@ -32,55 +53,337 @@ fn unavailable() -> Response {
     response
 }
 
-fn not_configured() -> Response {
-    let mut response = (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        format!("{NOT_CONFIGURED}\n\n"),
-    )
+fn frame(kind: &str, content: Option<String>) -> SseEvent {
+    let frame = AiFrame {
+        kind: kind.to_owned(),
+        content,
+    };
+    SseEvent::default().data(serde_json::to_string(&frame).unwrap_or_default())
+}
+
+fn sse(frames: impl Stream<Item = SseEvent> + Send + 'static) -> Response {
+    let mut response = Sse::new(frames.map(Ok::<_, Infallible>))
+        .keep_alive(KeepAlive::default())
         .into_response();
+    // Proxies (nginx) would hold the frames back otherwise.
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
     response.extensions_mut().insert(Unenveloped);
     response
 }
 
-/// Diagnoses a pod's log lines (needs a model service: 503 without one).
-#[utoipa::path(post, path = "/insight/aggregator/log/diagnosis/stream",
-    operation_id = "diagnosePodLogs", tag = "ai",
-    responses((status = 503, description = "no model service is configured",
-        body = String, content_type = "text/plain"),
-        (status = 401, description = "no token, or a token not accepted", body = ErrorEnvelope)))]
-pub(crate) async fn diagnose_logs() -> Response {
-    unavailable()
+fn not_configured() -> Response {
+    sse(futures::stream::iter([frame(
+        "error",
+        Some(NOT_CONFIGURED.to_owned()),
+    )]))
 }
 
-/// Diagnoses a resource's events (needs a model service: 503 without one).
-#[utoipa::path(post, path = "/insight/aggregator/event/diagnosis/stream",
-    operation_id = "diagnoseEvents", tag = "ai",
-    responses((status = 503, description = "no model service is configured",
-        body = String, content_type = "text/plain"),
-        (status = 401, description = "no token, or a token not accepted", body = ErrorEnvelope)))]
-pub(crate) async fn diagnose_events() -> Response {
-    unavailable()
+/// 429 with `Retry-After`, in the envelope.
+pub(crate) fn busy(busy: Busy) -> Response {
+    let seconds = busy.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+    let mut response = ApiError::new(StatusCode::TOO_MANY_REQUESTS, busy.message).into_response();
+    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
 }
 
-/// Explains a YAML document (needs a model service: one `error` event without one).
+fn language(text: Option<&str>) -> Result<Language, ApiError> {
+    Language::parse(text).map_err(ApiError::bad_request)
+}
+
+/// The generation's frames: `start` at once, then the model's text as it comes.
+fn generate(ai: &Ai, task: Task, permit: Permit, messages: Vec<Message>) -> Response {
+    enum Step {
+        Ask(Box<(Ai, Permit, Vec<Message>)>),
+        Stream(Generation, String),
+        Done,
+    }
+    let start = futures::stream::iter([frame("start", None)]);
+    let rest = futures::stream::unfold(
+        Step::Ask(Box::new((ai.clone(), permit, messages))),
+        move |step| async move {
+            let (mut generation, mut text) = match step {
+                Step::Done => return None,
+                Step::Stream(generation, text) => (generation, text),
+                Step::Ask(asked) => {
+                    let (ai, permit, messages) = *asked;
+                    match ai.stream(task, permit, &messages).await {
+                        Ok(generation) => (generation, String::new()),
+                        Err(e) => return Some((frame("error", Some(e.to_string())), Step::Done)),
+                    }
+                }
+            };
+            match generation.next().await {
+                Some(Ok(piece)) => {
+                    text.push_str(&piece);
+                    Some((frame("chunk", Some(piece)), Step::Stream(generation, text)))
+                }
+                Some(Err(e)) => Some((frame("error", Some(e.to_string())), Step::Done)),
+                None => Some((frame("complete", Some(text)), Step::Done)),
+            }
+        },
+    );
+    sse(start.chain(rest))
+}
+
+/// Explains one object from its YAML.
 #[utoipa::path(post, path = "/insight/yaml/interpret/stream",
-    operation_id = "interpretYaml", tag = "ai",
-    responses((status = 200, description = "server-sent events; without a model service one `error` event",
-        body = String, content_type = "text/event-stream"),
-        (status = 401, description = "no token, or a token not accepted", body = ErrorEnvelope)))]
-pub(crate) async fn interpret_yaml() -> Response {
-    not_configured()
+    operation_id = "interpretYaml", tag = "ai", request_body = InterpretYamlBody,
+    responses((status = 200, description = "server-sent `AiFrame`s; without a model service one `error` frame",
+        body = AiFrame, content_type = "text/event-stream"),
+        (status = 429, description = "over the caller's or the server's share of generations", body = ErrorEnvelope),
+        Errors))]
+pub(crate) async fn interpret_yaml(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    body: Result<Body<InterpretYamlBody>, Response>,
+) -> Response {
+    // Without a model service, Karpor's answer whatever the body.
+    let Some(ai) = &state.ai else {
+        return not_configured();
+    };
+    let Body(body) = match body {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    let language = match language(body.language.as_deref()) {
+        Ok(language) => language,
+        Err(refused) => return refused.into_response(),
+    };
+    if body.yaml.trim().is_empty() {
+        return ApiError::bad_request("yaml is required").into_response();
+    }
+    let object: serde_json::Value = match karpor_kube::yaml::from_str(&body.yaml) {
+        Ok(object) => object,
+        Err(problem) => {
+            return ApiError::bad_request(format!("yaml: {}{}", problem.what, problem.position()))
+                .into_response()
+        }
+    };
+    let permit = match ai.enter(&caller.name) {
+        Ok(permit) => permit,
+        Err(refused) => return busy(refused),
+    };
+    let mut yaml = serde_saphyr::to_string(&scrub::object(object)).unwrap_or_default();
+    if !body.findings.is_empty() {
+        yaml.push_str("\n# Audit findings karpor made:\n");
+        for finding in body.findings.iter().take(AFFECTED_SHOWN) {
+            yaml.push_str(&format!(
+                "# - {}\n",
+                scrub::text(finding).replace('\n', " ")
+            ));
+        }
+    }
+    let yaml = scrub::cut(&yaml, ai.max_input_bytes());
+    generate(
+        ai,
+        Task::InterpretYaml,
+        permit,
+        prompt::interpret_yaml(&yaml, language),
+    )
 }
 
-/// Explains audit issues (needs a model service: one `error` event without one).
+/// The audit answer as text for a prompt: totals, then each finding with the first
+/// resources it was found in.
+fn audit_summary(audit: &AuditSummaryBody) -> String {
+    let mut text = format!(
+        "Findings: {}\nResources audited: {}\nBy severity:",
+        audit.issue_total, audit.resource_total
+    );
+    for (severity, count) in &audit.by_severity {
+        text.push_str(&format!(" {severity} {count};"));
+    }
+    for group in &audit.issue_groups {
+        let issue = &group.issue;
+        text.push_str(&format!(
+            "\n\n## {} ({}, {})\n{}\nFound in:",
+            issue.title, issue.severity, issue.scanner, issue.message
+        ));
+        for r in group.resource_groups.iter().take(AFFECTED_SHOWN) {
+            text.push_str(&format!(
+                "\n- {} {}/{} in cluster {}",
+                r.kind, r.namespace, r.name, r.cluster
+            ));
+        }
+        let more = group.resource_groups.len().saturating_sub(AFFECTED_SHOWN);
+        if more > 0 {
+            text.push_str(&format!("\n- and {more} more"));
+        }
+    }
+    scrub::text(&text)
+}
+
+/// Explains audit findings.
 #[utoipa::path(post, path = "/insight/issue/interpret/stream",
-    operation_id = "interpretIssues", tag = "ai",
-    responses((status = 200, description = "server-sent events; without a model service one `error` event",
-        body = String, content_type = "text/event-stream"),
-        (status = 401, description = "no token, or a token not accepted", body = ErrorEnvelope)))]
-pub(crate) async fn interpret_issues() -> Response {
-    not_configured()
+    operation_id = "interpretIssues", tag = "ai", request_body = InterpretIssuesBody,
+    responses((status = 200, description = "server-sent `AiFrame`s; without a model service one `error` frame",
+        body = AiFrame, content_type = "text/event-stream"),
+        (status = 429, description = "over the caller's or the server's share of generations", body = ErrorEnvelope),
+        Errors))]
+pub(crate) async fn interpret_issues(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    body: Result<Body<InterpretIssuesBody>, Response>,
+) -> Response {
+    // Without a model service, Karpor's answer whatever the body.
+    let Some(ai) = &state.ai else {
+        return not_configured();
+    };
+    let Body(body) = match body {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    let language = match language(body.language.as_deref()) {
+        Ok(language) => language,
+        Err(refused) => return refused.into_response(),
+    };
+    if body.audit_data.issue_groups.is_empty() {
+        return ApiError::bad_request("auditData has no issueGroups to interpret").into_response();
+    }
+    let permit = match ai.enter(&caller.name) {
+        Ok(permit) => permit,
+        Err(refused) => return busy(refused),
+    };
+    let summary = scrub::cut(&audit_summary(&body.audit_data), ai.max_input_bytes());
+    generate(
+        ai,
+        Task::InterpretIssues,
+        permit,
+        prompt::interpret_issues(&summary, language),
+    )
+}
+
+/// Diagnoses a resource's events.
+#[utoipa::path(post, path = "/insight/aggregator/event/diagnosis/stream",
+    operation_id = "diagnoseEvents", tag = "ai", request_body = DiagnoseEventsBody,
+    responses((status = 200, description = "server-sent `AiFrame`s",
+        body = AiFrame, content_type = "text/event-stream"),
+        (status = 503, description = "no model service is configured",
+        body = String, content_type = "text/plain"),
+        (status = 429, description = "over the caller's or the server's share of generations", body = ErrorEnvelope),
+        Errors))]
+pub(crate) async fn diagnose_events(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    body: Result<Body<DiagnoseEventsBody>, Response>,
+) -> Response {
+    // Without a model service, Karpor's answer whatever the body.
+    let Some(ai) = &state.ai else {
+        return unavailable();
+    };
+    let Body(body) = match body {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    let language = match language(body.language.as_deref()) {
+        Ok(language) => language,
+        Err(refused) => return refused.into_response(),
+    };
+    if body.events.is_empty() {
+        return ApiError::bad_request("events is empty").into_response();
+    }
+    let permit = match ai.enter(&caller.name) {
+        Ok(permit) => permit,
+        Err(refused) => return busy(refused),
+    };
+    let lines: Vec<String> = body
+        .events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {} (x{}, first {}): {}",
+                e.last_timestamp, e.kind, e.reason, e.count, e.first_timestamp, e.message
+            )
+        })
+        .collect();
+    let events = newest(&lines, ai.max_input_bytes());
+    generate(
+        ai,
+        Task::DiagnoseEvents,
+        permit,
+        prompt::diagnose_events(&events, language),
+    )
+}
+
+/// Diagnoses a pod's log lines.
+#[utoipa::path(post, path = "/insight/aggregator/log/diagnosis/stream",
+    operation_id = "diagnosePodLogs", tag = "ai", request_body = DiagnoseLogsBody,
+    responses((status = 200, description = "server-sent `AiFrame`s",
+        body = AiFrame, content_type = "text/event-stream"),
+        (status = 503, description = "no model service is configured",
+        body = String, content_type = "text/plain"),
+        (status = 429, description = "over the caller's or the server's share of generations", body = ErrorEnvelope),
+        Errors))]
+pub(crate) async fn diagnose_logs(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
+    body: Result<Body<DiagnoseLogsBody>, Response>,
+) -> Response {
+    // Without a model service, Karpor's answer whatever the body.
+    let Some(ai) = &state.ai else {
+        return unavailable();
+    };
+    let Body(body) = match body {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    let language = match language(body.language.as_deref()) {
+        Ok(language) => language,
+        Err(refused) => return refused.into_response(),
+    };
+    if body.logs.is_empty() {
+        return ApiError::bad_request("logs is empty").into_response();
+    }
+    let permit = match ai.enter(&caller.name) {
+        Ok(permit) => permit,
+        Err(refused) => return busy(refused),
+    };
+    let lines = newest(&body.logs, ai.max_input_bytes());
+    generate(
+        ai,
+        Task::DiagnoseLogs,
+        permit,
+        prompt::diagnose_logs(&lines, language),
+    )
+}
+
+/// The last lines that fit in `max` bytes, scrubbed, oldest first, with a note when
+/// earlier ones were left out: the newest lines say most about what is wrong now.
+fn newest(lines: &[String], max: usize) -> String {
+    let mut kept = Vec::new();
+    let mut size = 0;
+    for line in lines.iter().rev() {
+        let line = scrub::text(line);
+        if size + line.len() + 1 > max {
+            break;
+        }
+        size += line.len() + 1;
+        kept.push(line);
+    }
+    let left_out = lines.len() - kept.len();
+    kept.reverse();
+    let mut text = kept.join("\n");
+    if left_out > 0 {
+        text = format!("[cut by karpor: the first {left_out} lines are left out]\n{text}");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::newest;
+
+    #[test]
+    fn the_newest_lines_are_kept_scrubbed() {
+        let lines: Vec<String> = (0..100)
+            .map(|i| format!("line {i} token=abcdef{i}"))
+            .collect();
+        let text = newest(&lines, 200);
+        assert!(text.starts_with("[cut by karpor: the first"), "{text}");
+        assert!(text.ends_with("line 99 (redacted)"), "{text}");
+        assert!(!text.contains("abcdef"));
+    }
 }

@@ -84,6 +84,8 @@ pub struct ApiParts {
     pub live: LiveBounds,
     /// How large a sync or relation rule may be (`syncer.limits`): larger ones are 400.
     pub rule_limits: karpor_core::model::RuleLimits,
+    /// The model service (`ai`), when configured.
+    pub ai: Option<karpor_ai::Ai>,
 }
 
 /// Shared by the handlers.
@@ -103,6 +105,7 @@ pub(crate) struct AppState {
     pub configured: Arc<Vec<karpor_core::access::AccessPolicy>>,
     /// The stored ones, read by every server.
     pub policies: Arc<access_policies::PolicyFeed>,
+    pub ai: Option<karpor_ai::Ai>,
 }
 
 /// Every handler's route, each registered once with its permission and its part of the
@@ -204,6 +207,7 @@ pub fn routes_and_check_lines(parts: ApiParts) -> (Router, Arc<dyn karpor_health
         clients: parts.clients,
         live: parts.live,
         rule_limits: parts.rule_limits,
+        ai: parts.ai,
     };
     let authentication = auth::Authentication {
         auth: Arc::new(auth),

@@ -1,21 +1,29 @@
 //! `GET /search`: Karpor's patterns (`sql`, the default, optionally narrowed by a
-//! `keyword` on name and namespace; `dsl`; `nl` answered as Karpor does without an AI
-//! backend) and karpor's own keyword search (`pattern=keyword`), paged; objects as stored
-//! or as Karpor's `custom-columns`.
+//! `keyword` on name and namespace; `dsl`; `nl`, a question the model service turns into
+//! a query, checked by karpor's parser and run within the caller's scope, whose answer
+//! shows the query that ran) and karpor's own keyword search (`pattern=keyword`), paged;
+//! objects as stored or as Karpor's `custom-columns`.
 
-use crate::access::{Permission, Routes};
-use crate::redact;
-use axum::extract::Query;
-use karpor_storage::SearchStorage;
+use axum::extract::{Extension, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use karpor_ai::prompt::{self, Catalog};
+use karpor_ai::{Ai, ModelError, NlError, RunError};
+use karpor_search::Field;
+use karpor_storage::{SearchResult, SearchStorage, StorageError};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use utoipa::IntoParams;
 use utoipa_axum::routes;
 
+use crate::access::{Permission, Routes};
+use crate::auth::Principal;
 use crate::envelope::{ApiError, ApiResult, Reply};
-use crate::openapi::Errors;
+use crate::openapi::{ErrorEnvelope, Errors};
+use crate::redact;
 use crate::scope::Visible;
 use crate::types::{Envelope, SearchItem, SearchPage};
+use crate::AppState;
 
 /// Largest page.
 pub(crate) const MAX_PAGE_SIZE: u64 = 1000;
@@ -35,7 +43,8 @@ pub(crate) struct SearchParams {
     /// keyword (`pattern=keyword`).
     #[param(example = "select * from resources where kind='ConfigMap'")]
     pub query: Option<String>,
-    /// `sql` (default), `dsl`, `keyword`, or `nl` (needs an AI backend: refused).
+    /// `sql` (default), `dsl`, `keyword`, or `nl` (a question in `query`; needs `ai` in the
+    /// config).
     pub pattern: Option<String>,
     /// With `sql`: only matches whose name or namespace holds it. Alone: a keyword
     /// search of names, namespaces, labels and content. Empty: ignored.
@@ -51,11 +60,31 @@ pub(crate) struct SearchParams {
 
 #[utoipa::path(get, path = "/search", operation_id = "search", tag = "search", params(SearchParams),
     responses((status = 200, body = inline(Envelope<SearchPage>)),
+        (status = 429, description = "`pattern=nl`: over the caller's or the server's share of generations", body = ErrorEnvelope),
         Errors))]
 pub(crate) async fn search(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Principal>,
     visible: Visible,
     Query(params): Query<SearchParams>,
-) -> ApiResult<SearchPage> {
+) -> Response {
+    // A natural-language search holds its place in the model service throughout.
+    let natural = match (params.pattern.as_deref(), &state.ai) {
+        (Some(NATURAL), Some(ai)) => match ai.enter(&caller.name) {
+            Ok(permit) => Some((ai, permit)),
+            Err(busy) => return crate::ai::busy(busy),
+        },
+        _ => None,
+    };
+    page(&visible, params, natural.as_ref().map(|(ai, _)| *ai))
+        .await
+        .into_response()
+}
+
+/// `pattern=nl`.
+const NATURAL: &str = "nl";
+
+async fn page(visible: &Visible, params: SearchParams, ai: Option<&Ai>) -> ApiResult<SearchPage> {
     let page = number(&params.page).filter(|p| *p >= 1).unwrap_or(1);
     let page_size = number(&params.page_size)
         .filter(|s| *s >= 1)
@@ -68,8 +97,20 @@ pub(crate) async fn search(
     let columns = columns(params.format.as_deref())?;
     let query_text = params.query.as_deref().filter(|q| !q.trim().is_empty());
     let keyword = params.keyword.as_deref().filter(|k| !k.trim().is_empty());
+    let from = (page - 1).saturating_mul(page_size);
     let bad = |e: karpor_search::SearchError| ApiError::bad_request(e.to_string());
     let (query, shown) = match (params.pattern.as_deref(), query_text, keyword) {
+        (Some(NATURAL), question, _) => {
+            let Some(ai) = ai else {
+                return Err(ApiError::bad_request(
+                    "pattern nl (natural language) needs a model service (`ai` in the config), which this server does not have: use sql, dsl or keyword",
+                ));
+            };
+            let question = question
+                .ok_or_else(|| ApiError::bad_request("query (the question) is required"))?;
+            let (result, sql) = natural(ai, visible, question, from, page_size).await?;
+            return Ok(Reply::ok(answer(result, sql, &columns, page, page_size)));
+        }
         (Some("keyword"), Some(word), None) | (Some("keyword") | None, None, Some(word)) => {
             (karpor_search::keyword(word).map_err(bad)?, word.to_owned())
         }
@@ -100,11 +141,6 @@ pub(crate) async fn search(
             let text = text.unwrap_or_default();
             (karpor_search::dsl(text).map_err(bad)?, text.to_owned())
         }
-        (Some("nl"), _, _) => {
-            return Err(ApiError::bad_request(
-                "pattern nl (natural language) needs an AI backend, which this server does not have: use sql, dsl or keyword",
-            ))
-        }
         (Some(other), ..) if !matches!(other, "sql" | "keyword") => {
             return Err(ApiError::bad_request(format!(
                 "pattern {other:?}: use sql, dsl, keyword or nl"
@@ -112,15 +148,24 @@ pub(crate) async fn search(
         }
         _ => return Err(ApiError::bad_request("query (or keyword) is required")),
     };
-    let from = (page - 1).saturating_mul(page_size);
     let result = visible.search(&query, from, page_size).await?;
-    Ok(Reply::ok(SearchPage {
+    Ok(Reply::ok(answer(result, shown, &columns, page, page_size)))
+}
+
+fn answer(
+    result: SearchResult,
+    shown: String,
+    columns: &Option<Vec<Column>>,
+    page: u64,
+    page_size: u64,
+) -> SearchPage {
+    SearchPage {
         items: result
             .items
             .into_iter()
             .map(|d| SearchItem {
                 cluster: d.cluster,
-                object: match &columns {
+                object: match columns {
                     Some(columns) => custom_columns(&redact::object(d.object), columns),
                     None => redact::object(d.object),
                 },
@@ -133,7 +178,67 @@ pub(crate) async fn search(
         total: result.total,
         current_page: page,
         page_size,
-    }))
+    }
+}
+
+/// Clusters, kinds and namespaces a search prompt names: the most common the caller may
+/// see.
+async fn catalog(visible: &Visible) -> Result<Catalog, ApiError> {
+    let everything = karpor_search::parse("select * from resources")
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let mut values = Vec::new();
+    for field in [Field::Cluster, Field::Kind, Field::Namespace] {
+        let buckets = visible
+            .terms(&field, &everything, prompt::MAX_CATALOG_VALUES)
+            .await?;
+        values.push(buckets.into_iter().map(|b| b.key).collect::<Vec<_>>());
+    }
+    let namespaces = values.pop().unwrap_or_default();
+    let kinds = values.pop().unwrap_or_default();
+    let clusters = values.pop().unwrap_or_default();
+    Ok(Catalog {
+        clusters,
+        kinds,
+        namespaces,
+    })
+}
+
+/// A question answered by the model's query, run within the caller's scope.
+async fn natural(
+    ai: &Ai,
+    visible: &Visible,
+    question: &str,
+    from: u64,
+    size: u64,
+) -> Result<(SearchResult, String), ApiError> {
+    let catalog = catalog(visible).await?;
+    let found = ai
+        .search(question, &catalog, |query| async move {
+            visible
+                .search(&query, from, size)
+                .await
+                .map_err(|e| match e {
+                    StorageError::Invalid(reason) => RunError::Query(reason),
+                    other => RunError::Failed(other),
+                })
+        })
+        .await;
+    match found {
+        Ok(found) => Ok((found.result, found.sql)),
+        Err(NlError::Invalid { sql, reason }) => Err(ApiError::bad_request(format!(
+            "the model's query could not be run: {reason}; sqlQuery: {sql}"
+        ))),
+        Err(NlError::Failed(e)) => Err(e.into()),
+        Err(NlError::Model(e)) => {
+            let status = match e {
+                ModelError::Timeout(_) | ModelError::Unreachable(_) => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+                _ => StatusCode::BAD_GATEWAY,
+            };
+            Err(ApiError::new(status, e.to_string()))
+        }
+    }
 }
 
 /// A whole number, or nothing for anything else (as Karpor's `Atoi` with a default).

@@ -12,7 +12,7 @@ mod exec;
 pub mod kubeconfig;
 mod outbound;
 pub mod quantity;
-mod yaml;
+pub mod yaml;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

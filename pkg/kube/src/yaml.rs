@@ -14,7 +14,7 @@ pub(crate) const MAX_NODES: usize = 50_000;
 
 /// Why a text was refused, safe to show: a position and a kind, never the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct YamlProblem {
+pub struct YamlProblem {
     pub what: String,
     /// Line and column, from 1.
     pub at: Option<(u64, u64)>,
@@ -22,7 +22,7 @@ pub(crate) struct YamlProblem {
 
 impl YamlProblem {
     /// ` at line L, column C`, or nothing.
-    pub(crate) fn position(&self) -> String {
+    pub fn position(&self) -> String {
         self.at
             .map(|(line, column)| format!(" at line {line}, column {column}"))
             .unwrap_or_default()
@@ -30,7 +30,7 @@ impl YamlProblem {
 }
 
 /// One YAML document as `T`, within the limits above; no anchors or aliases.
-pub(crate) fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlProblem> {
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlProblem> {
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_depth: MAX_DEPTH,

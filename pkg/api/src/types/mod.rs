@@ -3,6 +3,7 @@
 //! Their OpenAPI schemas come from these types (and from core's records, with
 //! `karpor-core/schema`), each under one name.
 
+mod ai;
 mod audit;
 mod auth;
 pub(crate) mod clusters;
@@ -13,6 +14,10 @@ mod search;
 mod sync_rules;
 mod topology;
 
+pub use ai::{
+    AffectedBody, AiFrame, AuditSummaryBody, DiagnoseEventsBody, DiagnoseLogsBody,
+    InterpretIssuesBody, InterpretYamlBody, IssueBody, IssueGroupBody,
+};
 pub use audit::{AuditRuleView, PolicyView, Reaudit};
 pub use auth::{AccessPolicyView, GrantView, Identity};
 pub use clusters::{

@@ -37,6 +37,8 @@ pub(crate) struct Setup {
     pub(crate) oidc: Option<OidcVerifier>,
     /// `auth.token_review`.
     pub(crate) token_review: Option<TokenReviewConfig>,
+    /// `ai`.
+    pub(crate) ai: Option<karpor_ai::AiConfig>,
 }
 
 impl Default for Setup {
@@ -55,6 +57,7 @@ impl Default for Setup {
             policies: Vec::new(),
             oidc: None,
             token_review: None,
+            ai: None,
         }
     }
 }
@@ -91,6 +94,9 @@ impl Setup {
             audit: Default::default(),
             clients: karpor_syncer::client_cache(exec),
             rule_limits: Default::default(),
+            ai: self
+                .ai
+                .map(|config| karpor_ai::Ai::new(&config, &mut registry).unwrap()),
         });
         Api {
             router,

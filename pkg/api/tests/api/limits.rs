@@ -223,6 +223,7 @@ async fn a_backend_down_is_503_without_its_address() {
         audit: Default::default(),
         clients: karpor_syncer::client_cache(exec),
         rule_limits: Default::default(),
+        ai: None,
     });
     for path in [
         "/rest-api/v1/search?keyword=x",

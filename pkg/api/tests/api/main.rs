@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
 mod access;
+mod ai;
 mod app;
 mod clusters;
 mod document;

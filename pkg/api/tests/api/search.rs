@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::app::{Api, Client, Setup};
 use crate::{cluster_body, urlencode};
 
-fn document(
+pub(crate) fn document(
     cluster: &str,
     kind: &str,
     namespace: &str,

@@ -1,0 +1,58 @@
+//! Server-sent event frames (a pod log's lines, an AI stream's frames), from chunks that
+//! may split them anywhere.
+
+use std::marker::PhantomData;
+
+use serde::de::DeserializeOwned;
+
+pub(super) struct Frames<T> {
+    pending: Vec<u8>,
+    frame: PhantomData<T>,
+}
+
+impl<T> Default for Frames<T> {
+    fn default() -> Self {
+        Frames {
+            pending: Vec::new(),
+            frame: PhantomData,
+        }
+    }
+}
+
+impl<T: DeserializeOwned> Frames<T> {
+    /// The frames of every `data:` line completed by `chunk`; comments (keep-alives) and
+    /// other fields are skipped.
+    pub(super) fn push(&mut self, chunk: &[u8]) -> Vec<T> {
+        self.pending.extend_from_slice(chunk);
+        let mut frames = Vec::new();
+        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
+            if let Some(data) = line.trim_end_matches(['\r', '\n']).strip_prefix("data:") {
+                if let Ok(parsed) = serde_json::from_str::<T>(data.trim_start()) {
+                    frames.push(parsed);
+                }
+            }
+        }
+        frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use karpor_api::types::LogLine;
+
+    use super::*;
+
+    #[test]
+    fn frames_split_anywhere_are_put_back_together() {
+        let mut frames = Frames::<LogLine>::default();
+        assert!(frames
+            .push(b": keep-alive\n\ndata: {\"content\":\"one")
+            .is_empty());
+        let lines = frames.push(b"\"}\n\ndata: {\"timestamp\":\"t\",\"content\":\"two\"}\n\n");
+        let contents: Vec<_> = lines.iter().map(|l| l.content.as_str()).collect();
+        assert_eq!(contents, ["one", "two"]);
+        assert_eq!(lines[1].timestamp.as_deref(), Some("t"));
+    }
+}
