@@ -17,7 +17,7 @@ use crate::window::{total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
 };
-use translate::{filter, keywords, order, sort_column, Param, ScopeUse, Sql};
+use translate::{filter, keywords, order, page_scope, sort_column, Param, ScopeUse, Sql};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -372,7 +372,7 @@ impl SearchStorage for SqliteStorage {
         size: u64,
     ) -> Result<SearchResult, StorageError> {
         let mut where_ = Sql::default();
-        filter(&query.filter, &mut where_, ScopeUse::Check);
+        filter(&query.filter, &mut where_, page_scope(&query.filter));
         let rows = window(query, from, size);
         // One read transaction: the page, its documents and the count see the same rows.
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;

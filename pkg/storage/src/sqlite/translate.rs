@@ -24,6 +24,9 @@ pub(crate) struct Sql {
     /// keeps the planner from finding rows by them.
     scoped: bool,
     scope_use: ScopeUse,
+    /// The namespaces the query's own terms allow, when they name them: what the scope
+    /// says of namespaces is then decided here, not on each row.
+    known: Option<BTreeSet<String>>,
 }
 
 /// What a caller's scope ([`Expr::Scope`]) does in a statement.
@@ -176,7 +179,6 @@ fn narrows(expr: &Expr) -> bool {
 }
 
 pub(crate) fn filter(expr: &Expr, sql: &mut Sql, scope: ScopeUse) {
-    sql.probe = narrows(expr);
     // Rows the query's own terms find are fewer than a scope's namespaces hold, as a rule:
     // the scope then only checks them.
     sql.scope_use = if finds_rows(expr) {
@@ -184,17 +186,131 @@ pub(crate) fn filter(expr: &Expr, sql: &mut Sql, scope: ScopeUse) {
     } else {
         scope
     };
+    // Rows found by the scope's namespaces are probed for the rest, as under `narrows`.
+    sql.probe = narrows(expr) || (sql.scope_use == ScopeUse::Find && finds_by_scope(expr));
+    sql.known = own_namespaces(expr);
     filter_in(expr, sql, false);
 }
 
-/// Whether a conjunct outside the caller's scope finds rows through an index or a
-/// lookup table (full text, keywords, a label, a finding, a reference, or equality on a
-/// namespace, name, kind or uid), rather than leaving a range or a scan to the planner.
+/// The namespaces the terms outside the caller's scope allow, when they name them.
+fn own_namespaces(expr: &Expr) -> Option<BTreeSet<String>> {
+    let outside = match expr {
+        Expr::And(all) => Expr::And(
+            all.iter()
+                .filter(|e| !matches!(e, Expr::Scope(_)))
+                .cloned()
+                .collect(),
+        ),
+        Expr::Scope(_) => return None,
+        other => other.clone(),
+    };
+    namespaces(&outside).map(|set| set.into_iter().map(str::to_owned).collect())
+}
+
+/// `expr` with what it says of namespaces decided for rows whose namespace is one of
+/// `known`: a term true (or false) for all of them becomes `Expr::All` (or its negation),
+/// and `AND`/`OR` fold around them.
+fn decided(expr: &Expr, known: &BTreeSet<String>) -> Expr {
+    let truth = |holds: bool| {
+        if holds {
+            Expr::All
+        } else {
+            Expr::Not(Box::new(Expr::All))
+        }
+    };
+    let is_false = |e: &Expr| matches!(e, Expr::Not(inner) if **inner == Expr::All);
+    let held = |values: &[&str]| {
+        if known.iter().all(|ns| values.contains(&ns.as_str())) {
+            Some(true)
+        } else if known.iter().all(|ns| !values.contains(&ns.as_str())) {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    match expr {
+        Expr::Compare {
+            field: Field::Namespace,
+            op: Op::Eq,
+            value: Value::Text(namespace),
+        } => held(&[namespace.as_str()]).map_or_else(|| expr.clone(), truth),
+        Expr::In {
+            field: Field::Namespace,
+            values,
+            negated: false,
+        } => {
+            let texts: Option<Vec<&str>> = values
+                .iter()
+                .map(|v| match v {
+                    Value::Text(t) => Some(t.as_str()),
+                    _ => None,
+                })
+                .collect();
+            texts
+                .and_then(|texts| held(&texts))
+                .map_or_else(|| expr.clone(), truth)
+        }
+        Expr::And(all) => {
+            let all: Vec<Expr> = all.iter().map(|e| decided(e, known)).collect();
+            if all.iter().any(is_false) {
+                return truth(false);
+            }
+            let rest: Vec<Expr> = all.into_iter().filter(|e| *e != Expr::All).collect();
+            match rest.len() {
+                0 => Expr::All,
+                1 => rest.into_iter().next().unwrap_or(Expr::All),
+                _ => Expr::And(rest),
+            }
+        }
+        Expr::Or(any) => {
+            let any: Vec<Expr> = any.iter().map(|e| decided(e, known)).collect();
+            if any.contains(&Expr::All) {
+                return Expr::All;
+            }
+            let rest: Vec<Expr> = any.into_iter().filter(|e| !is_false(e)).collect();
+            match rest.len() {
+                0 => truth(false),
+                1 => rest.into_iter().next().unwrap_or(Expr::All),
+                _ => Expr::Or(rest),
+            }
+        }
+        other => other.clone(),
+    }
+}
+
+/// Whether a conjunct is a caller's scope that names its namespaces.
+fn finds_by_scope(expr: &Expr) -> bool {
+    match expr {
+        Expr::And(all) => all.iter().any(finds_by_scope),
+        Expr::Scope(inner) => namespaces(inner).is_some(),
+        _ => false,
+    }
+}
+
+/// How a page's statement uses a caller's scope: the page of a full-text query sorts
+/// every match whatever its order (the planner starts from the words' matches), so the
+/// scope may as well find the rows ([`ScopeUse::Find`]); any other page walks its order's
+/// index and stops early, so the scope only checks what it meets.
+pub(crate) fn page_scope(expr: &Expr) -> ScopeUse {
+    match expr {
+        Expr::Contains(_) => ScopeUse::Find,
+        Expr::And(all) if all.iter().any(|e| matches!(e, Expr::Contains(_))) => ScopeUse::Find,
+        _ => ScopeUse::Check,
+    }
+}
+
+/// Whether a conjunct outside the caller's scope finds few rows through an index or a
+/// lookup table (keywords, a label, a finding, a reference, or equality on a namespace,
+/// name, kind or uid), rather than leaving a range or a scan to the planner. Full text is
+/// not such a conjunct: its words are often common (`contains(content, 'postgres 16')`
+/// held a quarter of the bench's documents), and reading the scope's namespaces, each
+/// row's full-text match looked up, took half the time of checking the scope on every
+/// match (docs/benchmarks.md).
 fn finds_rows(expr: &Expr) -> bool {
     match expr {
         Expr::And(all) => all.iter().any(finds_rows),
         Expr::Or(any) => !any.is_empty() && any.iter().all(finds_rows),
-        Expr::Contains(_) | Expr::Keyword(_) => true,
+        Expr::Keyword(_) => true,
         Expr::Compare {
             field, op: Op::Eq, ..
         }
@@ -347,6 +463,12 @@ fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
             filter_in(inner, sql, !flipped);
         }
         Expr::Scope(inner) => {
+            // Known namespaces decide the scope's namespace terms once, not per row.
+            let decided = match &sql.known {
+                Some(known) => decided(inner, known),
+                None => (**inner).clone(),
+            };
+            let inner = &decided;
             let finding = match sql.scope_use {
                 ScopeUse::Find => namespaces(inner),
                 ScopeUse::Check => None,
@@ -600,12 +722,35 @@ mod tests {
         assert_eq!(namespaces(&scope), Some(BTreeSet::from(["", "a"])));
         let mut found = Sql::default();
         filter(&scope, &mut found, ScopeUse::Find);
-        assert!(found.text.starts_with("(r.namespace IN (?, ?) AND "), "{}", found.text);
-        assert_eq!(found.params[..2], [Param::Text("".into()), Param::Text("a".into())]);
+        assert!(
+            found.text.starts_with("(r.namespace IN (?, ?) AND "),
+            "{}",
+            found.text
+        );
+        assert_eq!(
+            found.params[..2],
+            [Param::Text("".into()), Param::Text("a".into())]
+        );
         let mut checked = Sql::default();
         filter(&scope, &mut checked, ScopeUse::Check);
-        assert!(!checked.text.contains("(r.namespace IN"), "{}", checked.text);
+        assert!(
+            !checked.text.contains("(r.namespace IN"),
+            "{}",
+            checked.text
+        );
         assert_eq!(checked.params, found.params[2..]);
+        // Rows the scope finds are probed for the query's own terms: its cluster too.
+        let in_cluster = Expr::And(vec![
+            Expr::Compare {
+                field: Field::Cluster,
+                op: Op::Eq,
+                value: text("one"),
+            },
+            scope.clone(),
+        ]);
+        let mut sql = Sql::default();
+        filter(&in_cluster, &mut sql, ScopeUse::Find);
+        assert!(sql.text.starts_with("((+r.cluster = ?)"), "{}", sql.text);
         // Rows the query's own terms find are only checked against the scope.
         let keyword = Expr::And(vec![Expr::Keyword("app".into()), scope.clone()]);
         let mut sql = Sql::default();
@@ -622,6 +767,56 @@ mod tests {
         ])));
         assert_eq!(namespaces(&cluster_wide), None);
         assert_eq!(namespaces(&namespace_objects), Some(BTreeSet::from([""])));
+    }
+
+    #[test]
+    fn a_query_in_known_namespaces_decides_the_scopes_namespace_terms() {
+        let text = |s: &str| Value::Text(s.to_owned());
+        let scope = Expr::Scope(Box::new(Expr::And(vec![
+            Expr::Or(vec![
+                Expr::In {
+                    field: Field::Namespace,
+                    values: vec![text("a"), text("b")],
+                    negated: false,
+                },
+                Expr::And(vec![
+                    Expr::Compare {
+                        field: Field::Namespace,
+                        op: Op::Eq,
+                        value: text(""),
+                    },
+                    Expr::Compare {
+                        field: Field::Kind,
+                        op: Op::Eq,
+                        value: text("Namespace"),
+                    },
+                ]),
+            ]),
+            Expr::Not(Box::new(Expr::Compare {
+                field: Field::Kind,
+                op: Op::Eq,
+                value: text("Secret"),
+            })),
+        ])));
+        let within = |namespace: &str| {
+            let mut sql = Sql::default();
+            let query = Expr::And(vec![
+                Expr::Compare {
+                    field: Field::Namespace,
+                    op: Op::Eq,
+                    value: text(namespace),
+                },
+                scope.clone(),
+            ]);
+            filter(&query, &mut sql, ScopeUse::Find);
+            sql.text
+        };
+        // Inside: only the kind is left to check; outside: nothing can match.
+        assert_eq!(
+            within("a"),
+            "((r.namespace = ?) AND NOT (+r.kind_lower = ?))"
+        );
+        assert_eq!(within("z"), "((r.namespace = ?) AND NOT 1)");
     }
 
     #[test]
