@@ -6,18 +6,17 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use karpor_api::types::{AiFrame, AuditData, Envelope, InterpretYamlBody};
+use karpor_api::types::{AiFrame, AuditData, InterpretYamlBody};
 use serde_json::Value;
 
 use super::describe::fetch;
 use super::frames::Frames;
-use super::{describe, finish, refused, token, Api, Failed, Refusal, EXIT_UNREACHABLE};
+use super::{finish, refused, streamed, Api, Failed, EXIT_UNREACHABLE};
 use crate::args::ExplainArgs;
 
 /// A model may think a while before its first token; silence longer than this is a dead
 /// connection (the server sends keep-alives meanwhile).
 const READ_TIMEOUT: Duration = Duration::from_secs(120);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) async fn run(args: &ExplainArgs) -> ExitCode {
     finish(explain(args).await)
@@ -49,34 +48,16 @@ async fn explain(args: &ExplainArgs) -> Result<(), Failed> {
         language: args.language.clone(),
         findings,
     };
-    let http = reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .read_timeout(READ_TIMEOUT)
-        .build()
-        .map_err(|e| Failed(EXIT_UNREACHABLE, format!("cannot make an HTTP client: {e}")))?;
-    let url = format!(
-        "{}{}/insight/yaml/interpret/stream",
-        super::base_url(&args.server.server),
-        karpor_api::PREFIX
-    );
-    let mut request = http.post(&url).json(&body);
-    if let Some(token) = token(&args.server)? {
-        request = request.bearer_auth(token);
-    }
-    let mut response = request.send().await.map_err(|e| {
-        Failed(
-            EXIT_UNREACHABLE,
-            format!("cannot reach {}: {e}", args.server.server),
-        )
-    })?;
-    let status = response.status();
-    if !status.is_success() {
-        let text = response.text().await.unwrap_or_default();
-        let message = serde_json::from_str::<Envelope<Value>>(&text)
-            .map(|e| e.message)
-            .unwrap_or(text);
-        return Err(refused(describe(&Refusal { status, message })));
-    }
+    let path = format!("{}/insight/yaml/interpret/stream", karpor_api::PREFIX);
+    let body = serde_json::to_value(&body).ok();
+    let mut response = streamed(
+        &args.server,
+        reqwest::Method::POST,
+        &path,
+        body,
+        READ_TIMEOUT,
+    )
+    .await?;
     let mut frames = Frames::<AiFrame>::default();
     let mut out = std::io::stdout().lock();
     loop {

@@ -6,17 +6,15 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use karpor_api::types::{Envelope, LogLine};
-use serde_json::Value;
+use karpor_api::types::LogLine;
 
 use super::frames::Frames;
-use super::{describe, encode, finish, refused, token, Failed, Refusal, EXIT_UNREACHABLE};
+use super::{encode, finish, refused, streamed, Failed, EXIT_UNREACHABLE};
 use crate::args::LogsArgs;
 
 /// A followed log sends a keep-alive at least this often; silence longer than this is a
 /// dead connection.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) async fn run(args: &LogsArgs) -> ExitCode {
     finish(logs(args).await)
@@ -59,30 +57,14 @@ fn path(args: &LogsArgs) -> Result<String, Failed> {
 }
 
 async fn logs(args: &LogsArgs) -> Result<(), Failed> {
-    let url = format!("{}{}", super::base_url(&args.server.server), path(args)?);
-    let http = reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .read_timeout(READ_TIMEOUT)
-        .build()
-        .map_err(|e| Failed(EXIT_UNREACHABLE, format!("cannot make an HTTP client: {e}")))?;
-    let mut request = http.get(&url);
-    if let Some(token) = token(&args.server)? {
-        request = request.bearer_auth(token);
-    }
-    let mut response = request.send().await.map_err(|e| {
-        Failed(
-            EXIT_UNREACHABLE,
-            format!("cannot reach {}: {e}", args.server.server),
-        )
-    })?;
-    let status = response.status();
-    if !status.is_success() {
-        let text = response.text().await.unwrap_or_default();
-        let message = serde_json::from_str::<Envelope<Value>>(&text)
-            .map(|e| e.message)
-            .unwrap_or(text);
-        return Err(refused(describe(&Refusal { status, message })));
-    }
+    let mut response = streamed(
+        &args.server,
+        reqwest::Method::GET,
+        &path(args)?,
+        None,
+        READ_TIMEOUT,
+    )
+    .await?;
     let mut frames = Frames::<LogLine>::default();
     let mut out = std::io::stdout().lock();
     loop {

@@ -163,6 +163,47 @@ impl Api {
     }
 }
 
+/// A request whose answer is a stream (a followed log, an AI stream): no total timeout but
+/// one between reads; a refusal fails the command with the envelope's message.
+async fn streamed(
+    server: &ServerArgs,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+    read_timeout: Duration,
+) -> Result<reqwest::Response, Failed> {
+    let url = format!("{}{path}", base_url(&server.server));
+    let http = reqwest::Client::builder()
+        .connect_timeout(STREAM_CONNECT_TIMEOUT)
+        .read_timeout(read_timeout)
+        .build()
+        .map_err(|e| Failed(EXIT_UNREACHABLE, format!("cannot make an HTTP client: {e}")))?;
+    let mut request = http.request(method, &url);
+    if let Some(token) = token(server)? {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.map_err(|e| {
+        Failed(
+            EXIT_UNREACHABLE,
+            format!("cannot reach {}: {e}", server.server),
+        )
+    })?;
+    let status = response.status();
+    if !status.is_success() {
+        let text = response.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<Envelope<Value>>(&text)
+            .map(|e| e.message)
+            .unwrap_or(text);
+        return Err(refused(describe(&Refusal { status, message })));
+    }
+    Ok(response)
+}
+
+const STREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// An answer's data as the API type it is.
 fn decode<T: DeserializeOwned>(data: Value) -> Result<T, Failed> {
     serde_json::from_value(data)

@@ -90,10 +90,6 @@ pub(crate) fn busy(busy: Busy) -> Response {
     response
 }
 
-fn language(text: Option<&str>) -> Result<Language, ApiError> {
-    Language::parse(text).map_err(ApiError::bad_request)
-}
-
 /// The generation's frames: `start` at once, then the model's text as it comes.
 fn generate(ai: &Ai, task: Task, permit: Permit, messages: Vec<Message>) -> Response {
     enum Step {
@@ -129,6 +125,66 @@ fn generate(ai: &Ai, task: Task, permit: Permit, messages: Vec<Message>) -> Resp
     sse(start.chain(rest))
 }
 
+/// A stream's body, as Karpor's routes take it.
+trait Asking {
+    fn language(&self) -> Option<&str>;
+}
+
+macro_rules! asking {
+    ($($body:ty),*) => {$(
+        impl Asking for $body {
+            fn language(&self) -> Option<&str> {
+                self.language.as_deref()
+            }
+        }
+    )*};
+}
+asking!(
+    InterpretYamlBody,
+    InterpretIssuesBody,
+    DiagnoseEventsBody,
+    DiagnoseLogsBody
+);
+
+/// A stream let in: the model service, the body, what the route made of it, the
+/// answer's language and the caller's place.
+struct Admitted<'a, T, C> {
+    ai: &'a Ai,
+    body: T,
+    checked: C,
+    language: Language,
+    permit: Permit,
+}
+
+/// What each stream does first, in this order: Karpor's answer without a model service
+/// (whatever the body), the body and its language, the route's own `check` of it, then a
+/// place for the caller (429 beyond its share).
+fn admit<'a, T: Asking, C>(
+    state: &'a AppState,
+    caller: &Principal,
+    body: Result<Body<T>, Response>,
+    without: fn() -> Response,
+    check: impl FnOnce(&T) -> Result<C, ApiError>,
+) -> Result<Admitted<'a, T, C>, Box<Response>> {
+    let Some(ai) = &state.ai else {
+        return Err(Box::new(without()));
+    };
+    let Body(body) = body.map_err(Box::new)?;
+    let refused = |e: ApiError| Box::new(e.into_response());
+    let language = Language::parse(body.language())
+        .map_err(ApiError::bad_request)
+        .map_err(refused)?;
+    let checked = check(&body).map_err(refused)?;
+    let permit = ai.enter(&caller.name).map_err(|b| Box::new(busy(b)))?;
+    Ok(Admitted {
+        ai,
+        body,
+        checked,
+        language,
+        permit,
+    })
+}
+
 /// Explains one object from its YAML.
 #[utoipa::path(post, path = "/insight/yaml/interpret/stream",
     operation_id = "interpretYaml", tag = "ai", request_body = InterpretYamlBody,
@@ -141,31 +197,22 @@ pub(crate) async fn interpret_yaml(
     Extension(caller): Extension<Principal>,
     body: Result<Body<InterpretYamlBody>, Response>,
 ) -> Response {
-    // Without a model service, Karpor's answer whatever the body.
-    let Some(ai) = &state.ai else {
-        return not_configured();
-    };
-    let Body(body) = match body {
-        Ok(body) => body,
-        Err(refused) => return refused,
-    };
-    let language = match language(body.language.as_deref()) {
-        Ok(language) => language,
-        Err(refused) => return refused.into_response(),
-    };
-    if body.yaml.trim().is_empty() {
-        return ApiError::bad_request("yaml is required").into_response();
-    }
-    let object: serde_json::Value = match karpor_kube::yaml::from_str(&body.yaml) {
-        Ok(object) => object,
-        Err(problem) => {
-            return ApiError::bad_request(format!("yaml: {}{}", problem.what, problem.position()))
-                .into_response()
+    let Admitted {
+        ai,
+        body,
+        checked: object,
+        language,
+        permit,
+    } = match admit(&state, &caller, body, not_configured, |body| {
+        if body.yaml.trim().is_empty() {
+            return Err(ApiError::bad_request("yaml is required"));
         }
-    };
-    let permit = match ai.enter(&caller.name) {
-        Ok(permit) => permit,
-        Err(refused) => return busy(refused),
+        karpor_kube::yaml::from_str::<serde_json::Value>(&body.yaml).map_err(|problem| {
+            ApiError::bad_request(format!("yaml: {}{}", problem.what, problem.position()))
+        })
+    }) {
+        Ok(admitted) => admitted,
+        Err(refused) => return *refused,
     };
     let mut yaml = serde_saphyr::to_string(&scrub::object(object)).unwrap_or_default();
     if !body.findings.is_empty() {
@@ -228,24 +275,22 @@ pub(crate) async fn interpret_issues(
     Extension(caller): Extension<Principal>,
     body: Result<Body<InterpretIssuesBody>, Response>,
 ) -> Response {
-    // Without a model service, Karpor's answer whatever the body.
-    let Some(ai) = &state.ai else {
-        return not_configured();
-    };
-    let Body(body) = match body {
-        Ok(body) => body,
-        Err(refused) => return refused,
-    };
-    let language = match language(body.language.as_deref()) {
-        Ok(language) => language,
-        Err(refused) => return refused.into_response(),
-    };
-    if body.audit_data.issue_groups.is_empty() {
-        return ApiError::bad_request("auditData has no issueGroups to interpret").into_response();
-    }
-    let permit = match ai.enter(&caller.name) {
-        Ok(permit) => permit,
-        Err(refused) => return busy(refused),
+    let Admitted {
+        ai,
+        body,
+        language,
+        permit,
+        ..
+    } = match admit(&state, &caller, body, not_configured, |body| {
+        if body.audit_data.issue_groups.is_empty() {
+            return Err(ApiError::bad_request(
+                "auditData has no issueGroups to interpret",
+            ));
+        }
+        Ok(())
+    }) {
+        Ok(admitted) => admitted,
+        Err(refused) => return *refused,
     };
     let summary = scrub::cut(&audit_summary(&body.audit_data), ai.max_input_bytes());
     generate(
@@ -270,24 +315,20 @@ pub(crate) async fn diagnose_events(
     Extension(caller): Extension<Principal>,
     body: Result<Body<DiagnoseEventsBody>, Response>,
 ) -> Response {
-    // Without a model service, Karpor's answer whatever the body.
-    let Some(ai) = &state.ai else {
-        return unavailable();
-    };
-    let Body(body) = match body {
-        Ok(body) => body,
-        Err(refused) => return refused,
-    };
-    let language = match language(body.language.as_deref()) {
-        Ok(language) => language,
-        Err(refused) => return refused.into_response(),
-    };
-    if body.events.is_empty() {
-        return ApiError::bad_request("events is empty").into_response();
-    }
-    let permit = match ai.enter(&caller.name) {
-        Ok(permit) => permit,
-        Err(refused) => return busy(refused),
+    let Admitted {
+        ai,
+        body,
+        language,
+        permit,
+        ..
+    } = match admit(&state, &caller, body, unavailable, |body| {
+        if body.events.is_empty() {
+            return Err(ApiError::bad_request("events is empty"));
+        }
+        Ok(())
+    }) {
+        Ok(admitted) => admitted,
+        Err(refused) => return *refused,
     };
     let lines: Vec<String> = body
         .events
@@ -322,24 +363,20 @@ pub(crate) async fn diagnose_logs(
     Extension(caller): Extension<Principal>,
     body: Result<Body<DiagnoseLogsBody>, Response>,
 ) -> Response {
-    // Without a model service, Karpor's answer whatever the body.
-    let Some(ai) = &state.ai else {
-        return unavailable();
-    };
-    let Body(body) = match body {
-        Ok(body) => body,
-        Err(refused) => return refused,
-    };
-    let language = match language(body.language.as_deref()) {
-        Ok(language) => language,
-        Err(refused) => return refused.into_response(),
-    };
-    if body.logs.is_empty() {
-        return ApiError::bad_request("logs is empty").into_response();
-    }
-    let permit = match ai.enter(&caller.name) {
-        Ok(permit) => permit,
-        Err(refused) => return busy(refused),
+    let Admitted {
+        ai,
+        body,
+        language,
+        permit,
+        ..
+    } = match admit(&state, &caller, body, unavailable, |body| {
+        if body.logs.is_empty() {
+            return Err(ApiError::bad_request("logs is empty"));
+        }
+        Ok(())
+    }) {
+        Ok(admitted) => admitted,
+        Err(refused) => return *refused,
     };
     let lines = newest(&body.logs, ai.max_input_bytes());
     generate(
