@@ -23,6 +23,9 @@ pub struct Busy {
     pub reason: &'static str,
 }
 
+/// Callers the rate limiter keeps before it drops those at full allowance.
+const RATE_KEYS_KEPT: usize = 10_000;
+
 #[derive(Clone)]
 pub(crate) struct Gate(Arc<Inner>);
 
@@ -73,6 +76,11 @@ impl Gate {
                 retry_after: Duration::from_secs(5),
                 reason: "caller",
             });
+        }
+        // The rate's state is one entry a caller ever seen: callers whose minute has run
+        // out are dropped once many have come by, so many users cannot grow it for good.
+        if inner.rate.len() > RATE_KEYS_KEPT {
+            inner.rate.retain_recent();
         }
         if let Err(not_until) = inner.rate.check_key(&caller.to_owned()) {
             return Err(Busy {
@@ -137,6 +145,22 @@ mod tests {
         assert_eq!(gate.enter("cid").unwrap_err().reason, "total");
         drop(first);
         gate.enter("ann").unwrap();
+    }
+
+    #[test]
+    fn callers_seen_once_do_not_stay_in_the_rate_for_good() {
+        let gate = gate(10, 10, 60_000);
+        for i in 0..RATE_KEYS_KEPT + 50 {
+            drop(gate.enter(&format!("caller-{i}")).unwrap());
+        }
+        // At 60,000 a minute each caller is back at full allowance within a millisecond.
+        std::thread::sleep(Duration::from_millis(20));
+        drop(gate.enter("one-more").unwrap());
+        assert!(
+            gate.0.rate.len() < RATE_KEYS_KEPT / 2,
+            "{}",
+            gate.0.rate.len()
+        );
     }
 
     #[test]
