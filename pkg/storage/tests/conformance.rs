@@ -286,8 +286,13 @@ async fn every_backend_answers_every_query_the_same() {
         empty <= 1,
         "{empty} queries matched nothing: the data does not exercise them"
     );
-    // A caller's scope narrows as the same term would, whichever plan it leaves.
+    // A caller's scope narrows as the same term would, whichever plan it leaves: scopes of
+    // the API's shape (namespaces, or the Namespace objects of those names, and no
+    // Secrets; grants of several clusters joined), which counts and full-text pages find
+    // rows by and queries naming namespaces decide, and others that name no namespace.
     for scope in [
+        "select * from resources where (namespace in ('web', 'data') or (namespace = '' and kind = 'Namespace' and name in ('web', 'data'))) and not kind = 'Secret'",
+        "select * from resources where (cluster = 'alpha' and namespace in ('web')) or namespace = 'data'",
         QUERIES[0],
         QUERIES[QUERIES.len() / 2],
         QUERIES[QUERIES.len() - 1],
