@@ -71,6 +71,7 @@ fn document(
         object,
         issues: Vec::new(),
         refs,
+        history: None,
     }
 }
 

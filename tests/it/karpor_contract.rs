@@ -382,6 +382,7 @@ fn document(kind: &str, namespace: &str, name: &str, object: Value) -> ResourceD
         object,
         issues: Vec::new(),
         refs: Vec::new(),
+        history: None,
     }
 }
 

@@ -449,7 +449,13 @@ mod tests {
         async fn upsert(&self, _: &[ResourceDocument]) -> Result<(), StorageError> {
             Ok(())
         }
-        async fn delete(&self, _: &str, _: &str, _: Option<&str>) -> Result<bool, StorageError> {
+        async fn delete(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<&str>,
+            _: Option<&karpor_storage::HistoryNote>,
+        ) -> Result<bool, StorageError> {
             Ok(false)
         }
         async fn get(&self, _: &str, _: &str) -> Result<Option<ResourceDocument>, StorageError> {
@@ -468,8 +474,45 @@ mod tests {
             _: &str,
             _: Option<&str>,
             _: time::OffsetDateTime,
+            _: Option<&karpor_storage::HistoryNote>,
         ) -> Result<u64, StorageError> {
             Ok(0)
+        }
+    }
+
+    #[async_trait]
+    impl karpor_storage::HistoryStorage for NoStorage {
+        async fn object_revisions(
+            &self,
+            _: &karpor_storage::ObjectName,
+            _: Option<time::OffsetDateTime>,
+            _: Option<time::OffsetDateTime>,
+            _: usize,
+        ) -> Result<Vec<karpor_storage::Revision>, StorageError> {
+            Ok(Vec::new())
+        }
+        async fn changes(
+            &self,
+            _: &karpor_storage::ChangeQuery,
+            _: u64,
+            _: u64,
+        ) -> Result<karpor_storage::ChangePage, StorageError> {
+            Ok(karpor_storage::ChangePage {
+                items: Vec::new(),
+                total: 0,
+            })
+        }
+        async fn change_counts(
+            &self,
+            _: &karpor_storage::ChangeQuery,
+        ) -> Result<karpor_storage::ChangeCounts, StorageError> {
+            Ok(Default::default())
+        }
+        async fn expire(&self, _: time::OffsetDateTime, _: u64) -> Result<u64, StorageError> {
+            Ok(0)
+        }
+        async fn history_sizes(&self) -> Result<Vec<karpor_storage::HistorySize>, StorageError> {
+            Ok(Vec::new())
         }
     }
 

@@ -93,6 +93,7 @@ fn sync_rule(name: &str) -> SyncRule {
         field_selector: None,
         transform: Transform::default(),
         keep_after_delete: false,
+        history: None,
     }
 }
 

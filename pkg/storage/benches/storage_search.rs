@@ -103,6 +103,7 @@ fn pod(i: usize) -> ResourceDocument {
         object,
         issues,
         refs: Vec::new(),
+        history: None,
     }
 }
 

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
+use crate::history::HistoryNote;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceDocument {
@@ -40,6 +42,9 @@ pub struct ResourceDocument {
     /// (`owner:UID`, `ref:GROUP/KIND/NAMESPACE/NAME`, see karpor-topology).
     #[serde(default)]
     pub refs: Vec<String>,
+    /// What this write asks of history (`None`: keep none); never stored.
+    #[serde(skip)]
+    pub history: Option<HistoryNote>,
 }
 
 impl ResourceDocument {

@@ -8,6 +8,7 @@ mod document;
 mod elasticsearch;
 mod error;
 mod health;
+mod history;
 mod metered;
 mod sqlite;
 mod window;
@@ -23,6 +24,10 @@ pub use config::{ElasticConfig, RefreshPolicy, StorageConfig};
 pub use document::{document_id, ResourceDocument};
 pub use error::StorageError;
 pub use health::{reason_of, StorageCheck, STORAGE_CHECK};
+pub use history::{
+    Change, ChangeCounts, ChangePage, ChangeQuery, HistoryNote, HistorySize, HistoryStorage,
+    ObjectAt, ObjectName, Rebuilt, Revision,
+};
 pub use metered::metered;
 pub use window::{total, window, Window};
 
@@ -45,12 +50,13 @@ pub trait ResourceStorage: Send + Sync + 'static {
 
     /// Removes a document; `false` when there was none, or when `resource_version` (the
     /// deleted object's last) is older than the stored one's. `None` removes it whatever
-    /// its version.
+    /// its version. With `history`, its last state is kept as a deletion revision.
     async fn delete(
         &self,
         cluster: &str,
         uid: &str,
         resource_version: Option<&str>,
+        history: Option<&HistoryNote>,
     ) -> Result<bool, StorageError>;
 
     /// Marks a document deleted (kept for a rule's keep-after-delete); `false` when there
@@ -64,6 +70,7 @@ pub trait ResourceStorage: Send + Sync + 'static {
         uid: &str,
         at: OffsetDateTime,
         resource_version: Option<&str>,
+        history: Option<&HistoryNote>,
     ) -> Result<bool, StorageError> {
         let Some(mut document) = self.get(cluster, uid).await? else {
             return Ok(false);
@@ -77,6 +84,7 @@ pub trait ResourceStorage: Send + Sync + 'static {
         document.deleted = true;
         document.deletion_timestamp.get_or_insert(at);
         document.sync_at = at;
+        document.history = history.cloned();
         self.upsert(&[document]).await?;
         Ok(true)
     }
@@ -87,12 +95,13 @@ pub trait ResourceStorage: Send + Sync + 'static {
     /// Documents not marked deleted, of one cluster or all.
     async fn count(&self, cluster: Option<&str>) -> Result<u64, StorageError>;
 
-    /// Removes every document of a cluster (it was deregistered).
+    /// Removes every document of a cluster and its history (it was deregistered).
     async fn delete_cluster(&self, cluster: &str) -> Result<u64, StorageError>;
 
     /// After a completed relist of one type in one cluster (in one namespace, when the
     /// list was of one): removes that type's documents the relist did not write (synced
-    /// before it began). No cap.
+    /// before it began). No cap. With `history`, each keeps its last state as a deletion
+    /// revision (seen at the relist: `history.late`).
     async fn purge_unseen(
         &self,
         cluster: &str,
@@ -100,6 +109,7 @@ pub trait ResourceStorage: Send + Sync + 'static {
         kind: &str,
         namespace: Option<&str>,
         synced_before: OffsetDateTime,
+        history: Option<&HistoryNote>,
     ) -> Result<u64, StorageError>;
 }
 
@@ -167,10 +177,10 @@ pub trait SearchStorage: Send + Sync + 'static {
     ) -> Result<Vec<Bucket>, StorageError>;
 }
 
-/// A backend: both traits.
-pub trait Storage: ResourceStorage + SearchStorage {}
+/// A backend: all three traits.
+pub trait Storage: ResourceStorage + SearchStorage + HistoryStorage {}
 
-impl<T: ResourceStorage + SearchStorage> Storage for T {}
+impl<T: ResourceStorage + SearchStorage + HistoryStorage> Storage for T {}
 
 /// Fields `terms` can count by.
 pub fn aggregatable(field: &Field) -> bool {

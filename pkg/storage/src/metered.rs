@@ -9,6 +9,10 @@ use karpor_search::{Field, Query};
 use prometheus_client::registry::Registry;
 use time::OffsetDateTime;
 
+use crate::history::{
+    ChangeCounts, ChangePage, ChangeQuery, HistoryNote, HistorySize, HistoryStorage, ObjectName,
+    Revision,
+};
 use crate::{
     AuditTotals, Bucket, ResourceDocument, ResourceStorage, SearchResult, SearchStorage, Storage,
     StorageError,
@@ -54,8 +58,9 @@ impl ResourceStorage for Metered {
         cluster: &str,
         uid: &str,
         resource_version: Option<&str>,
+        history: Option<&HistoryNote>,
     ) -> Result<bool, StorageError> {
-        let work = self.inner.delete(cluster, uid, resource_version);
+        let work = self.inner.delete(cluster, uid, resource_version, history);
         self.ops.observe("delete", work).await
     }
 
@@ -65,8 +70,11 @@ impl ResourceStorage for Metered {
         uid: &str,
         at: OffsetDateTime,
         resource_version: Option<&str>,
+        history: Option<&HistoryNote>,
     ) -> Result<bool, StorageError> {
-        let work = self.inner.soft_delete(cluster, uid, at, resource_version);
+        let work = self
+            .inner
+            .soft_delete(cluster, uid, at, resource_version, history);
         self.ops.observe("soft_delete", work).await
     }
 
@@ -94,10 +102,16 @@ impl ResourceStorage for Metered {
         kind: &str,
         namespace: Option<&str>,
         synced_before: OffsetDateTime,
+        history: Option<&HistoryNote>,
     ) -> Result<u64, StorageError> {
-        let work = self
-            .inner
-            .purge_unseen(cluster, api_version, kind, namespace, synced_before);
+        let work = self.inner.purge_unseen(
+            cluster,
+            api_version,
+            kind,
+            namespace,
+            synced_before,
+            history,
+        );
         self.ops.observe("purge", work).await
     }
 }
@@ -129,5 +143,44 @@ impl SearchStorage for Metered {
         self.ops
             .observe("audit_totals", self.inner.audit_totals(query))
             .await
+    }
+}
+
+#[async_trait]
+impl HistoryStorage for Metered {
+    async fn object_revisions(
+        &self,
+        object: &ObjectName,
+        since: Option<OffsetDateTime>,
+        until: Option<OffsetDateTime>,
+        limit: usize,
+    ) -> Result<Vec<Revision>, StorageError> {
+        let work = self.inner.object_revisions(object, since, until, limit);
+        self.ops.observe("object_revisions", work).await
+    }
+
+    async fn changes(
+        &self,
+        query: &ChangeQuery,
+        from: u64,
+        size: u64,
+    ) -> Result<ChangePage, StorageError> {
+        let work = self.inner.changes(query, from, size);
+        self.ops.observe("changes", work).await
+    }
+
+    async fn change_counts(&self, query: &ChangeQuery) -> Result<ChangeCounts, StorageError> {
+        let work = self.inner.change_counts(query);
+        self.ops.observe("change_counts", work).await
+    }
+
+    async fn expire(&self, now: OffsetDateTime, max_per_cluster: u64) -> Result<u64, StorageError> {
+        let work = self.inner.expire(now, max_per_cluster);
+        self.ops.observe("expire_history", work).await
+    }
+
+    async fn history_sizes(&self) -> Result<Vec<HistorySize>, StorageError> {
+        let work = self.inner.history_sizes();
+        self.ops.observe("history_sizes", work).await
     }
 }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use karpor_audit::{Finding, Severity};
 use karpor_search::{keyword, parse, Expr, Field, Op, Query, Value};
 use karpor_storage::{
-    connect, Bucket, ElasticConfig, RefreshPolicy, ResourceDocument, Storage, StorageConfig,
+    connect, Bucket, Change, ChangeQuery, ElasticConfig, HistoryNote, ObjectName, RefreshPolicy,
+    ResourceDocument, Storage, StorageConfig,
 };
 use karpor_testkit::{service, unique};
 use serde_json::json;
@@ -83,6 +84,7 @@ fn documents() -> Vec<ResourceDocument> {
                 }),
                 issues: findings(i),
                 refs: refs(i),
+                history: None,
             }
         })
         .collect()
@@ -583,15 +585,21 @@ async fn documents_round_trip_and_writes_do_what_they_say() {
 
         let at = datetime!(2026-06-01 00:00:00 UTC);
         assert!(s
-            .soft_delete(&first.cluster, &first.uid, at, None)
+            .soft_delete(&first.cluster, &first.uid, at, None, None)
             .await
             .unwrap());
         let soft = s.get(&first.cluster, &first.uid).await.unwrap().unwrap();
         assert!(soft.deleted && soft.sync_at == at);
         assert_eq!(s.count(None).await.unwrap(), live - 1);
 
-        assert!(s.delete(&first.cluster, &first.uid, None).await.unwrap());
-        assert!(!s.delete(&first.cluster, &first.uid, None).await.unwrap());
+        assert!(s
+            .delete(&first.cluster, &first.uid, None, None)
+            .await
+            .unwrap());
+        assert!(!s
+            .delete(&first.cluster, &first.uid, None, None)
+            .await
+            .unwrap());
         assert_eq!(s.get(&first.cluster, &first.uid).await.unwrap(), None);
 
         // A relist of Pods in beta that began after everything was synced saw only two.
@@ -624,14 +632,14 @@ async fn documents_round_trip_and_writes_do_what_they_say() {
         let in_namespace = alpha_pods(&format!(" and namespace = '{namespace}'")).await;
         assert!(in_namespace > 0 && in_namespace < before);
         let purged = s
-            .purge_unseen("alpha", "v1", "Pod", Some(namespace), relist)
+            .purge_unseen("alpha", "v1", "Pod", Some(namespace), relist, None)
             .await
             .unwrap();
         assert_eq!(purged, in_namespace, "{}", b.name);
         assert_eq!(alpha_pods("").await, before - in_namespace, "{}", b.name);
 
         let purged = s
-            .purge_unseen("beta", "v1", "Pod", None, relist)
+            .purge_unseen("beta", "v1", "Pod", None, relist, None)
             .await
             .unwrap();
         assert_eq!(purged as usize, beta_pods - 2, "{}", b.name);
@@ -669,6 +677,7 @@ fn version_of(uid: &str, resource_version: &str, generation: &str) -> ResourceDo
         object: json!({"data": {"generation": generation}}),
         issues: vec![issue],
         refs: vec![format!("owner:{generation}")],
+        history: None,
         deleted: false,
         ..documents()[1].clone()
     }
@@ -776,16 +785,22 @@ async fn deletes_are_fenced_by_the_deleted_objects_resource_version() {
 
         // An older deletion leaves the newer document, hard or soft.
         assert!(
-            !s.delete(FENCED, "d", Some("15")).await.unwrap(),
+            !s.delete(FENCED, "d", Some("15"), None).await.unwrap(),
             "{}",
             b.name
         );
-        assert!(!s.soft_delete(FENCED, "d", at, Some("15")).await.unwrap());
+        assert!(!s
+            .soft_delete(FENCED, "d", at, Some("15"), None)
+            .await
+            .unwrap());
         assert_eq!(s.get(FENCED, "d").await.unwrap().as_ref(), Some(&stored));
 
         // A soft delete at the deletion's version keeps the document at that version, so a
         // stale write of the live object cannot bring it back.
-        assert!(s.soft_delete(FENCED, "d", at, Some("40")).await.unwrap());
+        assert!(s
+            .soft_delete(FENCED, "d", at, Some("40"), None)
+            .await
+            .unwrap());
         let kept = s.get(FENCED, "d").await.unwrap().unwrap();
         assert!(kept.deleted && kept.resource_version == "40", "{}", b.name);
         s.upsert(std::slice::from_ref(&stored)).await.unwrap();
@@ -794,7 +809,7 @@ async fn deletes_are_fenced_by_the_deleted_objects_resource_version() {
 
         // The same version or a newer one removes it; so does one without a version.
         assert!(
-            s.delete(FENCED, "d", Some("40")).await.unwrap(),
+            s.delete(FENCED, "d", Some("40"), None).await.unwrap(),
             "{}",
             b.name
         );
@@ -803,14 +818,18 @@ async fn deletes_are_fenced_by_the_deleted_objects_resource_version() {
             .await
             .unwrap();
         assert!(
-            s.delete(FENCED, "e", Some("51")).await.unwrap(),
+            s.delete(FENCED, "e", Some("51"), None).await.unwrap(),
             "{}",
             b.name
         );
-        assert!(s.delete(FENCED, "f", None).await.unwrap(), "{}", b.name);
+        assert!(
+            s.delete(FENCED, "f", None, None).await.unwrap(),
+            "{}",
+            b.name
+        );
         // One that is not a number removes it whatever its version.
         s.upsert(&[version_of("g", "60", "live")]).await.unwrap();
-        assert!(s.delete(FENCED, "g", Some("opaque")).await.unwrap());
+        assert!(s.delete(FENCED, "g", Some("opaque"), None).await.unwrap());
         assert!(fenced_ids(s, "labels.gen = 'live'").await.is_empty());
     }
 }
@@ -822,5 +841,308 @@ async fn a_page_past_ten_thousand_is_refused_by_elasticsearch_only_as_a_clear_er
     for b in &backends[1..] {
         let error = b.storage.search(&query, 10_000, 10).await.unwrap_err();
         assert!(error.to_string().contains("narrow the query"), "{error}");
+    }
+}
+
+const HISTORY: &str = "history";
+
+fn note(late: bool) -> HistoryNote {
+    HistoryNote {
+        keep_until: datetime!(2030-01-01 00:00:00 UTC),
+        late,
+        managers: vec!["kubectl-edit".to_owned()],
+    }
+}
+
+/// A Deployment `web` in `shop` (uid `uid`) at a resourceVersion, seen at minute `minute`.
+fn deployment(
+    uid: &str,
+    version: u32,
+    image: &str,
+    replicas: u32,
+    minute: i64,
+) -> ResourceDocument {
+    ResourceDocument {
+        cluster: HISTORY.to_owned(),
+        api_version: "apps/v1".to_owned(),
+        kind: "Deployment".to_owned(),
+        namespace: "shop".to_owned(),
+        name: "web".to_owned(),
+        uid: uid.to_owned(),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        owner_references: Vec::new(),
+        creation_timestamp: Some(datetime!(2026-12-01 09:00:00 UTC)),
+        deletion_timestamp: None,
+        resource_version: version.to_string(),
+        sync_at: datetime!(2026-12-01 10:00:00 UTC) + Duration::minutes(minute),
+        deleted: false,
+        object: json!({
+            "metadata": {"name": "web", "namespace": "shop", "uid": uid,
+                "resourceVersion": version.to_string(),
+                "creationTimestamp": "2026-12-01T09:00:00Z"},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [
+                {"name": "web", "image": image}]}}},
+        }),
+        issues: Vec::new(),
+        refs: Vec::new(),
+        history: Some(note(false)),
+    }
+}
+
+fn web() -> ObjectName {
+    ObjectName {
+        cluster: HISTORY.to_owned(),
+        kind: "deployment".to_owned(),
+        namespace: "shop".to_owned(),
+        name: "web".to_owned(),
+    }
+}
+
+fn changes_in(cluster: &str) -> ChangeQuery {
+    ChangeQuery {
+        filter: Expr::Compare {
+            field: Field::Cluster,
+            op: Op::Eq,
+            value: Value::Text(cluster.to_owned()),
+        },
+        since: None,
+        until: None,
+        changes: Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn history_keeps_each_change_once_and_rebuilds_the_object_on_every_backend() {
+    let backends = backends().await;
+    let v1 = deployment("u1", 10, "web:1", 1, 0);
+    let v2 = deployment("u1", 11, "web:2", 1, 10);
+    let version_only = deployment("u1", 12, "web:2", 1, 20);
+    let v3 = deployment("u1", 13, "web:3", 1, 30);
+    let v4 = deployment("u1", 14, "web:3", 3, 40);
+    let stale = deployment("u1", 9, "web:0", 1, 45);
+    for b in &backends {
+        let (s, name) = (b.storage.as_ref(), b.name);
+        s.upsert(std::slice::from_ref(&v1)).await.unwrap();
+        // Two in one batch: the second compares with the first.
+        s.upsert(&[v2.clone(), version_only.clone()]).await.unwrap();
+        s.upsert(std::slice::from_ref(&v3)).await.unwrap();
+        // A hand-over: two writers send the same change; and a relist of it.
+        s.upsert(std::slice::from_ref(&v4)).await.unwrap();
+        s.upsert(std::slice::from_ref(&v4)).await.unwrap();
+        s.upsert(std::slice::from_ref(&stale)).await.unwrap();
+
+        let history = s.history(&web(), 100).await.unwrap();
+        let seen: Vec<(Change, &str)> = history
+            .iter()
+            .map(|r| (r.revision.change, r.revision.resource_version.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Change::Updated, "14"),
+                (Change::Updated, "13"),
+                (Change::Updated, "11"),
+                (Change::Created, "10")
+            ],
+            "{name}"
+        );
+        assert_eq!(history[0].revision.managers, ["kubectl-edit"], "{name}");
+        // Each object as written (the version-only change is no revision: 13's patch back
+        // leads to 11's object, its version included).
+        assert_eq!(history[0].object.as_ref(), Some(&v4.object), "{name}");
+        assert_eq!(history[1].object.as_ref(), Some(&v3.object), "{name}");
+        assert_eq!(history[2].object.as_ref(), Some(&v2.object), "{name}");
+        assert_eq!(history[3].object.as_ref(), Some(&v1.object), "{name}");
+        // Each diff says what changed from the one before.
+        let scaled = history[0].diff.as_ref().unwrap().to_string();
+        assert!(
+            scaled.contains("/spec/replicas") && !scaled.contains("image"),
+            "{name}: {scaled}"
+        );
+        let rolled = history[1].diff.as_ref().unwrap().to_string();
+        assert!(rolled.contains("web:3"), "{name}: {rolled}");
+        assert_eq!(history[3].diff, None, "{name}: a creation has none");
+
+        // As it was between two changes, before it existed, and now.
+        let at = |minute: i64| datetime!(2026-12-01 10:00:00 UTC) + Duration::minutes(minute);
+        let between = s.object_at(&web(), at(25)).await.unwrap().unwrap();
+        assert_eq!(between.object, v2.object, "{name}");
+        assert_eq!(between.revision.unwrap().resource_version, "11");
+        assert_eq!(s.object_at(&web(), at(-5)).await.unwrap(), None, "{name}");
+        assert_eq!(
+            s.object_at(&web(), at(50)).await.unwrap().unwrap().object,
+            v4.object
+        );
+
+        // Deleted: its last state is kept; then a new object of the same name.
+        assert!(s
+            .delete(HISTORY, "u1", Some("15"), Some(&note(false)))
+            .await
+            .unwrap());
+        let mut v5 = deployment("u2", 20, "web:4", 1, 60);
+        v5.sync_at = OffsetDateTime::now_utc() + Duration::hours(1);
+        s.upsert(std::slice::from_ref(&v5)).await.unwrap();
+        let history = s.history(&web(), 100).await.unwrap();
+        let seen: Vec<(Change, &str, &str)> = history
+            .iter()
+            .map(|r| {
+                let r2 = &r.revision;
+                (r2.change, r2.uid.as_str(), r2.resource_version.as_str())
+            })
+            .collect();
+        assert_eq!(
+            seen[..3],
+            [
+                (Change::Created, "u2", "20"),
+                (Change::Deleted, "u1", "15"),
+                (Change::Updated, "u1", "14")
+            ],
+            "{name}"
+        );
+        assert_eq!(
+            history[1].object.as_ref(),
+            Some(&v4.object),
+            "{name}: last state"
+        );
+        assert_eq!(
+            history[5].object.as_ref(),
+            Some(&v1.object),
+            "{name}: rebuilt from it"
+        );
+        let gone = OffsetDateTime::now_utc() + Duration::minutes(1);
+        assert_eq!(
+            s.object_at(&web(), gone).await.unwrap(),
+            None,
+            "{name}: deleted then"
+        );
+        assert_eq!(
+            s.object_at(&web(), at(35)).await.unwrap().unwrap().object,
+            v3.object
+        );
+
+        // What changed in the cluster, newest first, counted.
+        let page = s.changes(&changes_in(HISTORY), 0, 3).await.unwrap();
+        assert_eq!(page.total, 6, "{name}");
+        assert_eq!(page.items.len(), 3);
+        assert_eq!(page.items[0].resource_version, "20");
+        assert!(page
+            .items
+            .iter()
+            .all(|r| r.back.is_none() && r.state.is_none()));
+        let counts = s.change_counts(&changes_in(HISTORY)).await.unwrap();
+        let buckets = |b: &[Bucket]| {
+            b.iter()
+                .map(|b| (b.key.clone(), b.count))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            buckets(&counts.by_change),
+            [
+                ("updated".to_owned(), 3),
+                ("created".to_owned(), 2),
+                ("deleted".to_owned(), 1)
+            ],
+            "{name}"
+        );
+        assert_eq!(
+            buckets(&counts.by_kind),
+            [("Deployment".to_owned(), 6)],
+            "{name}"
+        );
+        let window = ChangeQuery {
+            since: Some(at(10)),
+            until: Some(at(40)),
+            changes: vec![Change::Updated],
+            ..changes_in(HISTORY)
+        };
+        let page = s.changes(&window, 0, 10).await.unwrap();
+        let versions: Vec<&str> = page
+            .items
+            .iter()
+            .map(|r| r.resource_version.as_str())
+            .collect();
+        assert_eq!(versions, ["13", "11"], "{name}: [since, until)");
+        let refused = ChangeQuery {
+            filter: parse("select * from resources where contains(content, 'x')")
+                .unwrap()
+                .filter,
+            ..changes_in(HISTORY)
+        };
+        assert!(s.changes(&refused, 0, 10).await.is_err(), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_relist_keeps_what_went_unseen_as_late_deletions_and_expiry_removes_only_what_is_due() {
+    let backends = backends().await;
+    for b in &backends {
+        let (s, name) = (b.storage.as_ref(), b.name);
+        let cluster = "relisted";
+        let object = |uid: &str, keep_until: OffsetDateTime| ResourceDocument {
+            cluster: cluster.to_owned(),
+            name: uid.to_owned(),
+            history: Some(HistoryNote {
+                keep_until,
+                ..note(false)
+            }),
+            ..deployment(uid, 100, "web:1", 1, 0)
+        };
+        let soon = datetime!(2026-12-02 00:00:00 UTC);
+        let later = datetime!(2026-12-09 00:00:00 UTC);
+        s.upsert(&[object("a", soon), object("b", later), object("c", later)])
+            .await
+            .unwrap();
+        // A relist that began after they were written saw none of them: gone meanwhile.
+        let relist = datetime!(2026-12-01 11:00:00 UTC);
+        let purged = s
+            .purge_unseen(
+                cluster,
+                "apps/v1",
+                "Deployment",
+                Some("shop"),
+                relist,
+                Some(&note(true)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(purged, 3, "{name}");
+        let deleted = ChangeQuery {
+            changes: vec![Change::Deleted],
+            ..changes_in(cluster)
+        };
+        let page = s.changes(&deleted, 0, 10).await.unwrap();
+        assert_eq!(page.total, 3, "{name}");
+        assert!(page.items.iter().all(|r| r.late), "{name}: seen late");
+        let sizes = s.history_sizes().await.unwrap();
+        let size = sizes.iter().find(|size| size.cluster == cluster).unwrap();
+        assert_eq!(size.revisions, 6, "{name}");
+        assert!(size.bytes > 0, "{name}: the deletions' last states");
+
+        // Due: a's creation only (the deletions keep until 2030).
+        let removed = s
+            .expire(datetime!(2026-12-03 00:00:00 UTC), 1_000)
+            .await
+            .unwrap();
+        assert!(removed >= 1, "{name}");
+        let left = s.changes(&changes_in(cluster), 0, 10).await.unwrap();
+        assert_eq!(left.total, 5, "{name}");
+        assert!(
+            !left
+                .items
+                .iter()
+                .any(|r| r.uid == "a" && r.change == Change::Created),
+            "{name}"
+        );
+        // Over the cap: the oldest go.
+        s.expire(datetime!(2026-12-03 00:00:00 UTC), 3)
+            .await
+            .unwrap();
+        let left = s.changes(&changes_in(cluster), 0, 10).await.unwrap();
+        assert_eq!(left.total, 3, "{name}");
+        assert!(
+            left.items.iter().all(|r| r.change == Change::Deleted),
+            "{name}"
+        );
     }
 }

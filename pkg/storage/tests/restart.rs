@@ -31,6 +31,7 @@ fn document(i: usize) -> ResourceDocument {
         object: serde_json::json!({"data": {"key": format!("value {i}")}}),
         issues: Vec::new(),
         refs: Vec::new(),
+        history: None,
     }
 }
 

@@ -110,6 +110,7 @@ async fn sync_once(kubeconfig: &str, ns: &str, objects: usize, audit: bool) -> f
             field_selector: None,
             transform: Transform::default(),
             keep_after_delete: false,
+            history: None,
         })
         .await
         .unwrap();

@@ -133,6 +133,7 @@ async fn main() {
             field_selector: None,
             transform: Transform::default(),
             keep_after_delete: false,
+            history: None,
         })
         .await
         .unwrap();

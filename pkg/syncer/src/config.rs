@@ -8,7 +8,7 @@ use karpor_config::ConfigIssue;
 use karpor_core::model::RuleLimits;
 use serde::{Deserialize, Serialize};
 
-use crate::{SyncSettings, WriterSettings};
+use crate::{HistorySettings, SyncSettings, WriterSettings};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -37,6 +37,9 @@ pub struct SyncerConfig {
     /// cluster may have: the API refuses a rule over them, and a cluster whose rules go
     /// over them opens no watch.
     pub limits: RuleLimits,
+    /// What history keeps of every change (a rule's own `history` replaces `enabled`
+    /// and `keep` for its objects).
+    pub history: HistorySettings,
 }
 
 /// The environment variable naming this syncer's member, under `syncer.member`.
@@ -54,6 +57,7 @@ impl Default for SyncerConfig {
             member: None,
             lease_ttl: settings.lease_ttl,
             limits: settings.limits,
+            history: settings.history,
         }
     }
 }
@@ -84,6 +88,7 @@ impl SyncerConfig {
             }
         }
         self.limits.validate()?;
+        self.history.validate()?;
         let built_in = crate::rules::built_in::default_rules().len();
         if self.limits.rules_per_cluster < built_in {
             return fail(
@@ -115,6 +120,7 @@ impl SyncerConfig {
             rediscover: self.rediscover_interval,
             lease_ttl: self.lease_ttl,
             limits: self.limits,
+            history: self.history,
             ..defaults
         }
     }

@@ -18,6 +18,7 @@ mod checks;
 mod cluster;
 mod config;
 mod fleet;
+mod history;
 mod ingest;
 mod rules;
 mod status;
@@ -49,6 +50,7 @@ pub use cluster::writer::WriterSettings;
 pub use config::{SyncerConfig, MEMBER_ENV};
 pub use fleet::lease::default_member;
 pub use fleet::placement::preferred;
+pub use history::HistorySettings;
 pub use rules::built_in::{default_rules, DEFAULT_METADATA_RULE, DEFAULT_RULE};
 pub use rules::dry_run::{dry_run, DryRun, DryRunError, Selection};
 pub use rules::resolve::selects;
@@ -78,6 +80,8 @@ pub struct SyncSettings {
     pub ownership_tick: Duration,
     /// How many rules and watches one cluster may have (`syncer.limits`).
     pub limits: RuleLimits,
+    /// What history keeps (`syncer.history`).
+    pub history: HistorySettings,
 }
 
 impl Default for SyncSettings {
@@ -91,6 +95,7 @@ impl Default for SyncSettings {
             lease_ttl: Duration::from_secs(15),
             ownership_tick: Duration::from_secs(1),
             limits: RuleLimits::default(),
+            history: HistorySettings::default(),
         }
     }
 }
@@ -119,13 +124,19 @@ pub struct Syncer {
     storage: Arc<dyn Storage>,
     supervisor: Option<fleet::supervisor::Supervisor>,
     task: Option<JoinHandle<()>>,
+    /// History's expiry, started with the supervisor.
+    expiry: (HistorySettings, SyncMetrics),
+    expiry_task: Option<JoinHandle<()>>,
 }
 
 impl Syncer {
     pub fn new(parts: SyncerParts) -> Self {
+        let expiry = (parts.settings.history, parts.metrics.clone());
         let status = Arc::new(SyncStatus::new(parts.metrics));
         status.set_running(true);
         Syncer {
+            expiry,
+            expiry_task: None,
             supervisor: Some(fleet::supervisor::Supervisor {
                 metastore: parts.metastore,
                 storage: parts.storage.clone(),
@@ -147,6 +158,13 @@ impl Syncer {
         let Some(supervisor) = self.supervisor.take() else {
             return;
         };
+        let (history, metrics) = self.expiry.clone();
+        self.expiry_task = Some(history::spawn_expiry(
+            self.storage.clone(),
+            history,
+            metrics,
+            stop.clone(),
+        ));
         let running = self.status.clone();
         self.task = Some(tokio::spawn(async move {
             // The guard marks the syncer stopped however the task ends, panics included,
@@ -168,6 +186,10 @@ impl Syncer {
 
     /// Waits for the syncer to finish after its stop token was cancelled.
     pub async fn join(self) {
+        if let Some(expiry) = self.expiry_task {
+            // It stops at the same token; a pass under way is not waited for long.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), expiry).await;
+        }
         let Some(task) = self.task else { return };
         if let Err(e) = task.await {
             tracing::error!(error = %e, "syncer task ended abnormally");

@@ -223,6 +223,7 @@ fn rule(name: &str, resources: &[(&str, &str)], namespaces: &[&str]) -> SyncRule
         field_selector: None,
         transform: Transform::default(),
         keep_after_delete: false,
+        history: None,
     }
 }
 

@@ -137,6 +137,7 @@ impl Placed {
                     "labels": {"app": "web"}}}),
             issues: Vec::new(),
             refs: Vec::new(),
+            history: None,
         }
     }
 }

@@ -45,6 +45,7 @@ pub(crate) fn document(
         object,
         issues: Vec::new(),
         refs: Vec::new(),
+        history: None,
     }
 }
 

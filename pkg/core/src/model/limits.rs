@@ -249,6 +249,7 @@ mod tests {
             field_selector: Some(String::new()),
             transform: Transform::default(),
             keep_after_delete: false,
+            history: None,
         }
     }
 

@@ -16,7 +16,8 @@ pub use limits::{OverLimit, RuleLimits, LIMITS_SECTION};
 pub use name::{validate_name, NameError, NAME_PATTERN};
 pub use relations::{validate_path, KindRef, Relation, RelationRule};
 pub use rules::{
-    ClusterSelector, ResourceGroupRule, ResourceSelector, SyncRule, Transform, TransformMode,
+    ClusterSelector, ResourceGroupRule, ResourceSelector, RuleHistory, SyncRule, Transform,
+    TransformMode, MAX_HISTORY_KEEP,
 };
 pub use seed::Seed;
 pub use selector::{LabelSelector, SelectorError};

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use super::{validate_name, Kind, LabelSelector, Record};
@@ -24,7 +26,35 @@ pub struct SyncRule {
     /// Keep a document marked deleted when its object goes, instead of removing it.
     #[serde(default)]
     pub keep_after_delete: bool,
+    /// What history keeps of its objects' changes; absent: the syncer's `history`
+    /// section decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<RuleHistory>,
 }
+
+/// A rule's own history setting: `{keep: 30d}`, or `{enabled: false}` for noisy types.
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleHistory {
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    /// How long a change is kept (`30d`, `12h`); absent: the syncer's `history.keep`.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "schema", schema(value_type = Option<String>, example = "30d"))]
+    pub keep: Option<Duration>,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+/// The longest a rule may keep history: a year (the syncer's section has the same bound).
+pub const MAX_HISTORY_KEEP: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// `"*"`, `{names: [..]}` or `{selector: "env=prod"}` (read as a [`LabelSelector`], so a
 /// selector that is not one is refused where the rule is read).
@@ -106,6 +136,14 @@ impl Record for SyncRule {
         ] {
             if let Some(selector) = selector {
                 validate_object_selector(selector).map_err(|e| format!("{field}: {e}"))?;
+            }
+        }
+        if let Some(keep) = self.history.and_then(|h| h.keep) {
+            if keep.is_zero() || keep > MAX_HISTORY_KEEP {
+                return Err(format!(
+                    "history.keep: {} is not between 1s and 366d",
+                    humantime_serde::re::humantime::format_duration(keep)
+                ));
             }
         }
         for (i, path) in self.transform.trim.iter().enumerate() {
@@ -240,6 +278,7 @@ mod tests {
                 trim: vec!["spec.template".into()],
             },
             keep_after_delete: false,
+            history: None,
         }
     }
 

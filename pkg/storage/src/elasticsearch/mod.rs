@@ -2,6 +2,7 @@
 //! created on first use; writes go in bulk, retried with backoff on 429 and 5xx until
 //! every document is acknowledged.
 
+mod history;
 mod translate;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +28,7 @@ use time::OffsetDateTime;
 
 use crate::config::{ElasticConfig, RefreshPolicy};
 use crate::document::{document_id, fence_version, ResourceDocument};
+use crate::history::{revise, HistoryNote, Revision};
 use crate::window::{total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
@@ -244,15 +246,20 @@ impl ElasticStorage {
     }
 
     async fn prepare(&self) -> Result<(), StorageError> {
-        let template = mapping();
+        self.prepare_index(&self.index, mapping()).await?;
+        self.prepare_index(&self.revisions_index(), history::mapping())
+            .await
+    }
+
+    /// The template of `index` and the index itself, with `mapping`.
+    async fn prepare_index(&self, index: &str, mapping: Json) -> Result<(), StorageError> {
         let response = self
             .client
             .indices()
             .put_index_template(IndicesPutIndexTemplateParts::Name(&format!(
-                "{}-template",
-                self.index
+                "{index}-template"
             )))
-            .body(json!({"index_patterns": [self.index], "template": template}))
+            .body(json!({"index_patterns": [index], "template": mapping}))
             .send()
             .await
             .map_err(transport_error)?;
@@ -260,8 +267,8 @@ impl ElasticStorage {
         let response = self
             .client
             .indices()
-            .create(IndicesCreateParts::Index(&self.index))
-            .body(mapping())
+            .create(IndicesCreateParts::Index(index))
+            .body(mapping.clone())
             .send()
             .await
             .map_err(transport_error)?;
@@ -274,8 +281,8 @@ impl ElasticStorage {
             let response = self
                 .client
                 .indices()
-                .put_mapping(IndicesPutMappingParts::Index(&[&self.index]))
-                .body(json!({"properties": mapping()["mappings"]["properties"]}))
+                .put_mapping(IndicesPutMappingParts::Index(&[index]))
+                .body(json!({"properties": mapping["mappings"]["properties"]}))
                 .send()
                 .await
                 .map_err(transport_error)?;
@@ -285,8 +292,8 @@ impl ElasticStorage {
             Ok(())
         } else {
             Err(StorageError::Misconfigured(format!(
-                "cannot create index {}: {code} {}",
-                self.index, body["error"]
+                "cannot create index {index}: {code} {}",
+                body["error"]
             )))
         }
     }
@@ -329,16 +336,21 @@ impl ElasticStorage {
             ))));
         }
         for (item, pending) in items.iter().zip(batch) {
-            let status = item["index"]["status"].as_u64().unwrap_or(0);
+            // Keyed by its action: `index` for a document, `create` for a revision.
+            let item = item
+                .as_object()
+                .and_then(|o| o.values().next())
+                .unwrap_or(&Json::Null);
+            let status = item["status"].as_u64().unwrap_or(0);
             match u16::try_from(status).unwrap_or(0) {
                 200..=299 => {}
-                // Fenced: a newer version is stored; the write is done.
+                // Fenced: a newer version is stored, or the revision is; the write is done.
                 VERSION_CONFLICT => {}
                 429 | 500..=599 => again.push(pending.clone()),
                 _ => {
                     return Err(BulkFailure::Fatal(StorageError::Invalid(format!(
                         "document {} refused: {}",
-                        pending.0, item["index"]["error"]
+                        pending.0, item["error"]
                     ))))
                 }
             }
@@ -359,10 +371,15 @@ impl ElasticStorage {
     }
 
     async fn delete_by_query(&self, query: Json) -> Result<u64, StorageError> {
+        let index = self.index.clone();
+        self.delete_by_query_in(&index, query).await
+    }
+
+    async fn delete_by_query_in(&self, index: &str, query: Json) -> Result<u64, StorageError> {
         self.ready().await?;
         let response = self
             .client
-            .delete_by_query(DeleteByQueryParts::Index(&[&self.index]))
+            .delete_by_query(DeleteByQueryParts::Index(&[index]))
             .refresh(true)
             .conflicts(Conflicts::Proceed)
             .body(json!({"query": query}))
@@ -371,6 +388,62 @@ impl ElasticStorage {
             .map_err(transport_error)?;
         let answer = success(response, "delete_by_query").await?;
         Ok(answer["deleted"].as_u64().unwrap_or(0))
+    }
+
+    /// Writes every entry, retried with backoff on 429 and 5xx until acknowledged.
+    async fn bulk(&self, mut pending: Vec<Pending>) -> Result<(), StorageError> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut backoff = FIRST_BACKOFF;
+        for attempt in 1..=BULK_ATTEMPTS {
+            let outcome = match self.ready().await {
+                Ok(()) => self.bulk_once(&pending).await,
+                Err(e) => Err(BulkFailure::Retry(e)),
+            };
+            match outcome {
+                Ok(again) if again.is_empty() => return Ok(()),
+                Ok(again) => pending = again,
+                Err(BulkFailure::Fatal(e)) => return Err(e),
+                Err(BulkFailure::Retry(e)) if attempt == BULK_ATTEMPTS => return Err(e),
+                Err(BulkFailure::Retry(e)) => {
+                    tracing::warn!(error = %e, attempt, "bulk write failed; retrying");
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        Err(StorageError::Unavailable(format!(
+            "{} documents still refused after {BULK_ATTEMPTS} attempts",
+            pending.len()
+        )))
+    }
+
+    /// Removes a document, fenced by its version; `false` when none was removed.
+    async fn delete_document(
+        &self,
+        cluster: &str,
+        uid: &str,
+        resource_version: Option<&str>,
+    ) -> Result<bool, StorageError> {
+        self.ready().await?;
+        let id = document_id(cluster, uid);
+        let mut request = self
+            .client
+            .delete(DeleteParts::IndexId(&self.index, &id))
+            .refresh(self.refresh());
+        // Fenced as upserts are; the server also keeps the tombstone's version a while
+        // (`index.gc_deletes`), refusing an older write of the deleted document meanwhile.
+        if let Some(version) = resource_version.and_then(fence_version) {
+            request = request
+                .version(version)
+                .version_type(VersionType::ExternalGte);
+        }
+        let response = request.send().await.map_err(transport_error)?;
+        if matches!(response.status_code().as_u16(), 404 | VERSION_CONFLICT) {
+            return Ok(false);
+        }
+        success(response, "delete").await.map(|_| true)
     }
 }
 
@@ -414,28 +487,20 @@ impl ResourceStorage for ElasticStorage {
                 (id.clone(), index_action(&id, d), source(d))
             })
             .collect();
-        let mut backoff = FIRST_BACKOFF;
-        for attempt in 1..=BULK_ATTEMPTS {
-            let outcome = match self.ready().await {
-                Ok(()) => self.bulk_once(&pending).await,
-                Err(e) => Err(BulkFailure::Retry(e)),
-            };
-            match outcome {
-                Ok(again) if again.is_empty() => return Ok(()),
-                Ok(again) => pending = again,
-                Err(BulkFailure::Fatal(e)) => return Err(e),
-                Err(BulkFailure::Retry(e)) if attempt == BULK_ATTEMPTS => return Err(e),
-                Err(BulkFailure::Retry(e)) => {
-                    tracing::warn!(error = %e, attempt, "bulk write failed; retrying");
+        if documents.iter().any(|d| d.history.is_some()) {
+            self.ready().await?;
+            // Compared with the stored document, then the batch's own earlier version.
+            let mut known = self.stored(documents).await?;
+            let index = self.revisions_index();
+            for d in documents.iter().filter(|d| d.history.is_some()) {
+                let id = d.id();
+                if let Some(revision) = revise(known.get(&id), d) {
+                    pending.push(history::pending(&index, &revision));
                 }
+                known.insert(id, d.clone());
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
-        Err(StorageError::Unavailable(format!(
-            "{} documents still refused after {BULK_ATTEMPTS} attempts",
-            pending.len()
-        )))
+        self.bulk(pending).await
     }
 
     async fn delete(
@@ -443,25 +508,20 @@ impl ResourceStorage for ElasticStorage {
         cluster: &str,
         uid: &str,
         resource_version: Option<&str>,
+        history: Option<&HistoryNote>,
     ) -> Result<bool, StorageError> {
-        self.ready().await?;
-        let id = document_id(cluster, uid);
-        let mut request = self
-            .client
-            .delete(DeleteParts::IndexId(&self.index, &id))
-            .refresh(self.refresh());
-        // Fenced as upserts are; the server also keeps the tombstone's version a while
-        // (`index.gc_deletes`), refusing an older write of the deleted document meanwhile.
-        if let Some(version) = resource_version.and_then(fence_version) {
-            request = request
-                .version(version)
-                .version_type(VersionType::ExternalGte);
+        let last = match history {
+            Some(_) => self.get(cluster, uid).await?.filter(|d| !d.deleted),
+            None => None,
+        };
+        let deleted = self.delete_document(cluster, uid, resource_version).await?;
+        if let (true, Some(last), Some(note)) = (deleted, last, history) {
+            let revision =
+                Revision::deletion(&last, resource_version, OffsetDateTime::now_utc(), note);
+            self.bulk(vec![history::pending(&self.revisions_index(), &revision)])
+                .await?;
         }
-        let response = request.send().await.map_err(transport_error)?;
-        if matches!(response.status_code().as_u16(), 404 | VERSION_CONFLICT) {
-            return Ok(false);
-        }
-        success(response, "delete").await.map(|_| true)
+        Ok(deleted)
     }
 
     async fn get(
@@ -504,6 +564,9 @@ impl ResourceStorage for ElasticStorage {
     }
 
     async fn delete_cluster(&self, cluster: &str) -> Result<u64, StorageError> {
+        let revisions = self.revisions_index();
+        self.delete_by_query_in(&revisions, json!({"term": {"cluster": cluster}}))
+            .await?;
         self.delete_by_query(json!({"term": {"cluster": cluster}}))
             .await
     }
@@ -515,6 +578,7 @@ impl ResourceStorage for ElasticStorage {
         kind: &str,
         namespace: Option<&str>,
         synced_before: OffsetDateTime,
+        history: Option<&HistoryNote>,
     ) -> Result<u64, StorageError> {
         let mut filter = vec![
             json!({"term": {"cluster": cluster}}),
@@ -525,8 +589,14 @@ impl ResourceStorage for ElasticStorage {
         if let Some(namespace) = namespace {
             filter.push(json!({"term": {"namespace": namespace}}));
         }
-        self.delete_by_query(json!({"bool": {"filter": filter}}))
-            .await
+        let query = json!({"bool": {"filter": filter}});
+        if let Some(note) = history {
+            // Their deletions first: a purge that fails after them is retried, and the
+            // same revisions are not written twice.
+            self.ready().await?;
+            self.record_deletions(&query, note).await?;
+        }
+        self.delete_by_query(query).await
     }
 }
 

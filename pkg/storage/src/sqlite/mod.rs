@@ -2,6 +2,7 @@
 //! (resyncing storage never touches the records of clusters and rules), JSON1 for labels
 //! and annotations, FTS5 for full text, indexes for the common filters.
 
+mod history;
 mod translate;
 
 use std::path::Path;
@@ -13,6 +14,7 @@ use sqlx::{Arguments, AssertSqlSafe, Row};
 use time::OffsetDateTime;
 
 use crate::document::{document_id, fence_version, millis, ResourceDocument};
+use crate::history::{revise, HistoryNote};
 use crate::window::{total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
@@ -38,6 +40,7 @@ fn arguments(params: Vec<Param>) -> Result<SqliteArguments, StorageError> {
         let added = match p {
             Param::Text(s) => args.add(s),
             Param::Int(i) => args.add(i),
+            Param::Null => args.add(None::<i64>),
         };
         added.map_err(|e| StorageError::Invalid(e.to_string()))?;
     }
@@ -98,8 +101,45 @@ impl SqliteStorage {
 
     /// Deletes the matching rows, their pairs and their full text; returns how many.
     /// `condition` is this module's own SQL text with `?` for every value in `params`.
-    async fn delete_where(&self, condition: &str, params: Vec<Param>) -> Result<u64, StorageError> {
+    /// With `history`, each one not already marked deleted keeps its last state as a
+    /// deletion revision (of `version`, else its own).
+    async fn delete_where(
+        &self,
+        condition: &str,
+        params: Vec<Param>,
+        history: Option<(&HistoryNote, Option<&str>)>,
+    ) -> Result<u64, StorageError> {
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
+        if let Some((note, version)) = history {
+            let mut all = vec![
+                version.map_or(Param::Null, |v| Param::Text(v.to_owned())),
+                version.map_or(Param::Null, |v| {
+                    fence_version(v).map_or(Param::Null, Param::Int)
+                }),
+                Param::Int(millis(OffsetDateTime::now_utc())),
+                Param::Int(i64::from(note.late)),
+                Param::Text(serde_json::to_string(&note.managers).unwrap_or_default()),
+                Param::Int(millis(note.keep_until)),
+            ];
+            all.extend(params.iter().cloned());
+            sqlx::query_with(
+                AssertSqlSafe(format!(
+                    "INSERT OR IGNORE INTO revisions (cluster, uid, resource_version, version, \
+                     api_version, kind, kind_lower, namespace, name, change, seen_at, late, \
+                     managers, back, state, bytes, keep_until) \
+                     SELECT r.cluster, r.uid, coalesce(?, r.resource_version), \
+                     coalesce(?, r.version), r.api_version, r.kind, r.kind_lower, \
+                     r.namespace, r.name, 'deleted', ?, ?, ?, NULL, d.body -> '$.object', \
+                     length(d.body -> '$.object'), ? \
+                     FROM resources r JOIN resource_docs d ON d.doc = r.rowid \
+                     WHERE r.deleted = 0 AND {condition}"
+                )),
+                arguments(all)?,
+            )
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
+        }
         for (table, column) in [
             ("resources_fts", "rowid"),
             ("resources_keywords", "rowid"),
@@ -148,6 +188,10 @@ impl ResourceStorage for SqliteStorage {
 
     async fn upsert(&self, documents: &[ResourceDocument]) -> Result<(), StorageError> {
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
+        // What history compares each write with: the stored document, then the batch's
+        // own earlier version of it.
+        let mut known = history::stored(&mut tx, documents).await?;
+        let mut revisions = Vec::new();
         // The last version of each document in the batch, by rowid: the pair and full
         // text tables are then written for the whole batch in a few statements over JSON
         // arrays (json_each) instead of a few statements a document.
@@ -205,6 +249,11 @@ impl ResourceStorage for SqliteStorage {
                 continue;
             };
             let rowid: i64 = row.try_get(0).map_err(from_sqlx)?;
+            if d.history.is_some() {
+                let id = d.id();
+                revisions.extend(revise(known.get(&id), d));
+                known.insert(id, d.clone());
+            }
             sqlx::query(
                 "INSERT OR REPLACE INTO resource_docs (doc, labels, annotations, body) \
                  VALUES (?, ?, ?, ?)",
@@ -285,6 +334,7 @@ impl ResourceStorage for SqliteStorage {
             .await
             .map_err(from_sqlx)?;
         }
+        history::insert(&mut tx, &revisions).await?;
         tx.commit().await.map_err(from_sqlx)
     }
 
@@ -293,15 +343,17 @@ impl ResourceStorage for SqliteStorage {
         cluster: &str,
         uid: &str,
         resource_version: Option<&str>,
+        history: Option<&HistoryNote>,
     ) -> Result<bool, StorageError> {
         let id = Param::Text(document_id(cluster, uid));
+        let history = history.map(|note| (note, resource_version));
         let Some(version) = resource_version.and_then(fence_version) else {
-            return Ok(self.delete_where("r.id = ?", vec![id]).await? > 0);
+            return Ok(self.delete_where("r.id = ?", vec![id], history).await? > 0);
         };
         // Fenced as upserts are: a newer stored version stays.
         let condition = "r.id = ? AND (r.version IS NULL OR r.version <= ?)";
         Ok(self
-            .delete_where(condition, vec![id, Param::Int(version)])
+            .delete_where(condition, vec![id, Param::Int(version)], history)
             .await?
             > 0)
     }
@@ -335,7 +387,12 @@ impl ResourceStorage for SqliteStorage {
     }
 
     async fn delete_cluster(&self, cluster: &str) -> Result<u64, StorageError> {
-        self.delete_where("r.cluster = ?", vec![Param::Text(cluster.to_owned())])
+        sqlx::query("DELETE FROM revisions WHERE cluster = ?")
+            .bind(cluster)
+            .execute(&self.pool)
+            .await
+            .map_err(from_sqlx)?;
+        self.delete_where("r.cluster = ?", vec![Param::Text(cluster.to_owned())], None)
             .await
     }
 
@@ -346,6 +403,7 @@ impl ResourceStorage for SqliteStorage {
         kind: &str,
         namespace: Option<&str>,
         synced_before: OffsetDateTime,
+        history: Option<&HistoryNote>,
     ) -> Result<u64, StorageError> {
         let mut params = vec![
             Param::Text(cluster.to_owned()),
@@ -359,7 +417,8 @@ impl ResourceStorage for SqliteStorage {
             condition.push_str(" AND r.namespace = ?");
             params.push(Param::Text(namespace.to_owned()));
         }
-        self.delete_where(&condition, params).await
+        self.delete_where(&condition, params, history.map(|note| (note, None)))
+            .await
     }
 }
 
@@ -577,6 +636,7 @@ mod tests {
             object: serde_json::json!({}),
             issues: Vec::new(),
             refs: Vec::new(),
+            history: None,
         }
     }
 
@@ -620,7 +680,7 @@ mod tests {
         let labelled =
             karpor_search::parse("select * from resources where labels.app = 'shop'").unwrap();
         assert_eq!(storage.search(&labelled, 0, 10).await.unwrap().total, 0);
-        assert!(storage.delete("c", "2", None).await.unwrap());
+        assert!(storage.delete("c", "2", None, None).await.unwrap());
         assert!(names(&storage, "=f").await.is_empty());
     }
 

@@ -11,6 +11,8 @@ use crate::document::millis;
 pub(crate) enum Param {
     Text(String),
     Int(i64),
+    /// SQL NULL, for a value a statement may go without.
+    Null,
 }
 
 #[derive(Debug, Default)]

@@ -71,7 +71,7 @@ pub(crate) async fn sweep(
                 Some(None) => {}
                 None => {
                     removed += storage
-                        .purge_unseen(cluster, &key.0, &key.1, None, before)
+                        .purge_unseen(cluster, &key.0, &key.1, None, before, None)
                         .await?;
                 }
                 Some(Some(namespaces)) => {
@@ -83,7 +83,14 @@ pub(crate) async fn sweep(
                     {
                         if !namespaces.contains(&namespace.key) {
                             removed += storage
-                                .purge_unseen(cluster, &key.0, &key.1, Some(&namespace.key), before)
+                                .purge_unseen(
+                                    cluster,
+                                    &key.0,
+                                    &key.1,
+                                    Some(&namespace.key),
+                                    before,
+                                    None,
+                                )
                                 .await?;
                         }
                     }
@@ -148,6 +155,7 @@ mod tests {
             object: serde_json::json!({}),
             issues: Vec::new(),
             refs: Vec::new(),
+            history: None,
         }
     }
 
@@ -169,6 +177,7 @@ mod tests {
                 field_selector: None,
                 trimmer: Trimmer::new(&default_rules()[0].transform),
                 keep_after_delete: false,
+                history: None,
                 ingest: Arc::default(),
             }),
         }

@@ -109,17 +109,24 @@ impl Watcher {
                     continue;
                 }
                 watcher::Event::InitApply(object) | watcher::Event::Apply(object) => {
-                    let Some(document) = serde_json::to_value(object).ok().and_then(|value| {
-                        options.trimmer.document(
-                            &cluster,
-                            &object_type,
-                            value,
-                            now_millis(),
-                            &options.ingest,
-                        )
-                    }) else {
+                    // Seen at a list: it may have changed while karpor was away.
+                    let late = list_began.is_some();
+                    let Ok(value) = serde_json::to_value(object) else {
                         continue;
                     };
+                    let seen = now_millis();
+                    // Who changed it, read before the rule trims managedFields.
+                    let history = crate::history::note(options.history, seen, late, Some(&value));
+                    let Some(mut document) = options.trimmer.document(
+                        &cluster,
+                        &object_type,
+                        value,
+                        seen,
+                        &options.ingest,
+                    ) else {
+                        continue;
+                    };
+                    document.history = history;
                     Op::Upsert(document)
                 }
                 watcher::Event::Delete(object) => {
@@ -128,16 +135,20 @@ impl Watcher {
                     };
                     // The deletion's revision: the apiserver sets it on the deleted object.
                     let resource_version = object.metadata.resource_version;
+                    let at = now_millis();
+                    let history = crate::history::note(options.history, at, false, None);
                     if options.keep_after_delete {
                         Op::SoftDelete {
                             uid,
-                            at: now_millis(),
+                            at,
                             resource_version,
+                            history,
                         }
                     } else {
                         Op::Delete {
                             uid,
                             resource_version,
+                            history,
                         }
                     }
                 }
@@ -147,6 +158,8 @@ impl Watcher {
                     namespace: target.namespace.clone(),
                     before: list_began.take().unwrap_or_else(now_millis),
                     first_list: first_list.take(),
+                    // What the list did not see went while karpor was not watching.
+                    history: crate::history::note(options.history, now_millis(), true, None),
                 },
             };
             // Waits while the writer is behind: this is the backpressure.

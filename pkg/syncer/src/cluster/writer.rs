@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use karpor_storage::{ResourceDocument, Storage, StorageError};
+use karpor_storage::{HistoryNote, ResourceDocument, Storage, StorageError};
 use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
@@ -35,12 +35,14 @@ pub(crate) enum Op {
     Delete {
         uid: String,
         resource_version: Option<String>,
+        history: Option<HistoryNote>,
     },
     /// The object went, and its rule keeps deleted objects.
     SoftDelete {
         uid: String,
         at: OffsetDateTime,
         resource_version: Option<String>,
+        history: Option<HistoryNote>,
     },
     /// A list completed: its type's documents written before it began are gone.
     Purge {
@@ -50,6 +52,8 @@ pub(crate) enum Op {
         before: OffsetDateTime,
         /// The watcher's first list: storage now holds it.
         first_list: Option<(Arc<Lists>, TargetKey)>,
+        /// Kept as deletions seen late, when the rule keeps history.
+        history: Option<HistoryNote>,
     },
     /// The cluster's documents of what the targets no longer cover (written before
     /// `before`) are gone.
@@ -202,11 +206,12 @@ impl Writer {
             Op::Delete {
                 uid,
                 resource_version,
+                history,
             } => {
                 self.progress.wrote();
                 let version = resource_version.as_deref();
                 self.retry("delete a document", || {
-                    storage.delete(&cluster, &uid, version)
+                    storage.delete(&cluster, &uid, version, history.as_ref())
                 })
                 .await
                 .is_some()
@@ -215,11 +220,12 @@ impl Writer {
                 uid,
                 at,
                 resource_version,
+                history,
             } => {
                 self.progress.wrote();
                 let version = resource_version.as_deref();
                 self.retry("mark a document deleted", || {
-                    storage.soft_delete(&cluster, &uid, at, version)
+                    storage.soft_delete(&cluster, &uid, at, version, history.as_ref())
                 })
                 .await
                 .is_some()
@@ -250,6 +256,7 @@ impl Writer {
                 namespace,
                 before,
                 first_list,
+                history,
             } => {
                 let purged = self
                     .retry("purge documents a list did not see", || {
@@ -259,6 +266,7 @@ impl Writer {
                             &kind,
                             namespace.as_deref(),
                             before,
+                            history.as_ref(),
                         )
                     })
                     .await;

@@ -118,6 +118,7 @@ impl Supervisor {
                 ingest: Arc::new(Ingest {
                     audit: (*self.audit).clone(),
                     relations: karpor_topology::in_force(&[]),
+                    history: self.settings.history,
                 }),
             }),
         };
@@ -487,6 +488,7 @@ impl Supervisor {
         let ingest = Ingest {
             audit,
             relations: karpor_topology::in_force(&relations),
+            history: self.settings.history,
         };
         let current = state.policy.borrow().clone();
         if *current.ingest != ingest {

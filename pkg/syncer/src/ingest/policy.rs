@@ -16,6 +16,8 @@ pub(crate) struct Ingest {
     pub audit: AuditConfig,
     /// The relation rules in force (built-in ones included).
     pub relations: Vec<RelationRule>,
+    /// What history keeps for rules that do not say (`syncer.history`).
+    pub history: crate::HistorySettings,
 }
 
 #[derive(Debug, Clone)]

@@ -122,6 +122,7 @@ impl Trimmer {
             object,
             issues,
             refs,
+            history: None,
         })
     }
 }

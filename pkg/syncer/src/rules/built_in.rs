@@ -57,6 +57,7 @@ pub fn default_rules() -> Vec<SyncRule> {
         field_selector: None,
         transform: Transform::default(),
         keep_after_delete: false,
+        history: None,
     };
     let mut metadata = rule(
         DEFAULT_METADATA_RULE,

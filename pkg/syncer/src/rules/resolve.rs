@@ -59,6 +59,8 @@ pub(crate) struct WatchOptions {
     pub field_selector: Option<String>,
     pub trimmer: Trimmer,
     pub keep_after_delete: bool,
+    /// How long its changes are kept in history; `None`: not at all.
+    pub history: Option<std::time::Duration>,
     /// The audit policy and relation rules the watcher's documents are written with: a
     /// new policy is a new watcher (a relist).
     pub ingest: Arc<Ingest>,
@@ -213,6 +215,7 @@ fn targets(
                 field_selector: rule.field_selector.clone().filter(|s| !s.is_empty()),
                 trimmer: Trimmer::new(&rule.transform),
                 keep_after_delete: rule.keep_after_delete,
+                history: ingest.history.keep_for(rule.history),
                 ingest: ingest.clone(),
             })
         })

@@ -52,6 +52,9 @@ pub struct SyncMetrics {
     owned: Gauge,
     registered: Gauge,
     lease_held: Gauge,
+    history_revisions: Family<Labels, Gauge>,
+    history_bytes: Family<Labels, Gauge>,
+    history_expired: Counter,
 }
 
 impl std::fmt::Debug for SyncMetrics {
@@ -125,11 +128,42 @@ impl SyncMetrics {
             metrics.registered.clone(),
         );
         registry.register(
+            "karpor_history_revisions",
+            "Revisions kept in history per cluster, as last counted",
+            metrics.history_revisions.clone(),
+        );
+        registry.register(
+            "karpor_history_bytes",
+            "Bytes of patches and last states kept in history per cluster, as last counted",
+            metrics.history_bytes.clone(),
+        );
+        registry.register(
+            "karpor_history_expired",
+            "Revisions removed from history by age or by each cluster's cap",
+            metrics.history_expired.clone(),
+        );
+        registry.register(
             "karpor_syncer_lease_held",
             "1 while this syncer's membership lease certainly holds, else 0",
             metrics.lease_held.clone(),
         );
         metrics
+    }
+
+    /// History's sizes as just counted, and what the pass removed.
+    pub(crate) fn history(&self, sizes: &[karpor_storage::HistorySize], expired: u64) {
+        self.history_revisions.clear();
+        self.history_bytes.clear();
+        for size in sizes {
+            let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            self.history_revisions
+                .get_or_create(&cluster(&size.cluster))
+                .set(gauge(size.revisions));
+            self.history_bytes
+                .get_or_create(&cluster(&size.cluster))
+                .set(gauge(size.bytes));
+        }
+        self.history_expired.inc_by(expired);
     }
 
     /// Live members seen, clusters owned and registered, and whether the lease holds.
