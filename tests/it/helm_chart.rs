@@ -1,7 +1,7 @@
 //! The Helm chart (`charts/karpor`): every supported combination lints, renders and
 //! passes `kubernetes-validate --strict`; invalid combinations and wrong values fail with
 //! a clear message; the Deployments carry the health spec's probes and the hardening;
-//! API tokens, policies, OIDC and TokenReview, the encryption key, the Ingress,
+//! API tokens, policies, OIDC and TokenReview, the model service, the encryption key, the Ingress,
 //! monitoring, disruption budgets and network policies render as karpor and Kubernetes
 //! need them; and the config file the chart renders is accepted by the real binary.
 
@@ -665,6 +665,21 @@ fn wrong_values_fail_the_schema() {
         ),
         ("networkPolicy.bogus=1", "bogus"),
         (
+            "networkPolicy.egress.ai.cidrs={10.0.0.1}",
+            "/networkPolicy/egress/ai/cidrs/0",
+        ),
+        ("ai.keyHeader=basic", "/ai/keyHeader"),
+        ("ai.baseUrl=api.openai.com/v1", "/ai/baseUrl"),
+        ("ai.temperature=3", "/ai/temperature"),
+        // `--set` keeps a fraction as text: taken when it is a number from 0 to 2.
+        ("ai.temperature=2.5", "/ai/temperature"),
+        ("ai.maxTokens=40000", "/ai/maxTokens"),
+        ("ai.perCaller=0", "/ai/perCaller"),
+        ("ai.maxInputBytes=10", "/ai/maxInputBytes"),
+        ("ai.timeout=soon", "/ai/timeout"),
+        ("ai.apiKey.bogus=1", "bogus"),
+        ("ai.bogus=1", "bogus"),
+        (
             "server.extraVolumeMounts[0].name=x",
             "/server/extraVolumeMounts/0",
         ),
@@ -1016,6 +1031,9 @@ fn the_real_binary_accepts_every_rendered_config() {
             ]),
         ]
         .concat(),
+        // AI on, every setting given, its key as a file; a temperature with a fraction
+        // (text from `--set`, a number in the file).
+        [sets(AI_ON), sets(&["ai.temperature=0.7"])].concat(),
     ] {
         let objects = Objects::parse(&tools.render(&values));
         for (role, command) in [("server", "serve"), ("syncer", "syncer")] {
@@ -1031,8 +1049,8 @@ fn the_real_binary_accepts_every_rendered_config() {
         }
     }
     assert_eq!(
-        checked, 13,
-        "6 split deployments (server + syncer) and sqlite"
+        checked, 15,
+        "7 split deployments (server + syncer) and sqlite"
     );
 }
 
@@ -1545,6 +1563,263 @@ fn access_settings_that_cannot_work_fail_with_a_clear_message() {
         let stderr = tools.refused(&[sets(set), set_json(json)].concat());
         assert!(stderr.contains(message), "{set:?} {json:?}:\n{stderr}");
     }
+}
+
+/// AI on: a model service on a port of its own, every setting given, the key as a value.
+const AI_ON: &[&str] = &[
+    "ai.baseUrl=http://llm.example.com:8000/v1",
+    "ai.model=qwen2.5-7b-instruct",
+    "ai.apiKey.value=sk-test-0123456789",
+    "ai.keyHeader=api-key",
+    "ai.connectTimeout=3s",
+    "ai.firstTokenTimeout=90s",
+    "ai.timeout=5m",
+    "ai.maxTokens=512",
+    // Zero is a setting, not an absent value.
+    "ai.temperature=0",
+    "ai.concurrency=4",
+    "ai.perCaller=1",
+    "ai.perCallerPerMinute=10",
+    "ai.maxInputBytes=65536",
+];
+
+/// Whether a pod mounts the model service's key.
+fn mounts_ai_key(deployment: &Value) -> bool {
+    secret_files(deployment)
+        .iter()
+        .any(|(_, _, path)| path == "ai-api-key")
+}
+
+#[test]
+fn the_model_service_reaches_the_server_config_only_with_its_key_as_a_file() {
+    let Some(tools) = tools() else { return };
+    let network = sets(&[
+        "networkPolicy.enabled=true",
+        "networkPolicy.egress.ai.ports={11434}",
+    ]);
+    let on = [sets(AI_ON), network.clone()].concat();
+    let objects = tools.check(&on);
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "ai"),
+        Some(&yaml(
+            r#"
+base_url: http://llm.example.com:8000/v1
+model: qwen2.5-7b-instruct
+api_key: {file: /etc/karpor/secrets/ai-api-key}
+key_header: api-key
+connect_timeout: 3s
+first_token_timeout: 90s
+timeout: 5m
+max_tokens: 512
+temperature: 0
+concurrency: 4
+per_caller: 1
+per_caller_per_minute: 10
+max_input_bytes: 65536
+"#
+        ))
+    );
+    // The key: in the chart's Secret, mounted in the server's pods as the file api_key
+    // names; never in the ConfigMap.
+    assert_eq!(objects.secret(RELEASE, "ai-api-key"), b"sk-test-0123456789");
+    let files = secret_files(objects.deployment(RELEASE));
+    assert!(
+        files.contains(&file(RELEASE, "ai-api-key", "ai-api-key")),
+        "{files:?}"
+    );
+    let config_map =
+        serde_yaml::to_string(objects.get(&format!("ConfigMap/{RELEASE}-config"))).unwrap();
+    assert!(
+        !config_map.contains("sk-test"),
+        "the key in the ConfigMap:\n{config_map}"
+    );
+    // The syncer asks no model: no section, no key.
+    let syncer_pod = objects.deployment(&format!("{RELEASE}-syncer"));
+    assert!(!mounts_ai_key(syncer_pod), "{:?}", secret_files(syncer_pod));
+    let syncer_config = objects.config("syncer").unwrap();
+    assert_eq!(at(&yaml(&syncer_config), "ai"), None);
+    for word in ["llm.example.com", "qwen", "ai-api-key"] {
+        assert!(!syncer_config.contains(word), "{word} in:\n{syncer_config}");
+    }
+    // The server reaches the service on its URL's port and the ports given; the syncer
+    // has no such rule.
+    let policy = objects.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert_eq!(
+        one_egress_to(policy, 8000),
+        &yaml(
+            "{to: [{ipBlock: {cidr: 0.0.0.0/0}}], \
+             ports: [{port: 8000, protocol: TCP}, {port: 11434, protocol: TCP}]}"
+        )
+    );
+    let syncer_policy = objects.get(&format!("NetworkPolicy/{RELEASE}-syncer"));
+    assert!(egress_to(syncer_policy, 8000, "TCP").is_empty());
+    assert!(egress_to(syncer_policy, 11434, "TCP").is_empty());
+    let notes = tools.notes(&on);
+    assert!(
+        notes.contains(
+            "  AI:       the model qwen2.5-7b-instruct at http://llm.example.com:8000/v1"
+        ),
+        "{notes}"
+    );
+
+    // Off without a base URL, whatever else is given: no section, no key stored or
+    // mounted, no rule, nothing in the notes.
+    let without_url: Vec<&str> = AI_ON
+        .iter()
+        .copied()
+        .filter(|v| !v.starts_with("ai.baseUrl="))
+        .collect();
+    let off = [sets(&without_url), network].concat();
+    let objects = tools.check(&off);
+    for role in ["server", "syncer"] {
+        let config = objects.config(role).unwrap();
+        assert_eq!(at(&yaml(&config), "ai"), None, "{role}");
+        assert!(!config.contains("ai-api-key"), "{role}:\n{config}");
+    }
+    assert!(!objects.has(&format!("Secret/{RELEASE}")), "a key stored");
+    assert!(!mounts_ai_key(objects.deployment(RELEASE)));
+    let policy = objects.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert!(egress_to(policy, 8000, "TCP").is_empty());
+    assert!(egress_to(policy, 11434, "TCP").is_empty());
+    let notes = tools.notes(&off);
+    assert!(!notes.contains("  AI:"), "{notes}");
+    // The defaults: off.
+    let plain = tools.check(&[]);
+    assert_eq!(at(&yaml(&plain.config("server").unwrap()), "ai"), None);
+}
+
+#[test]
+fn the_model_key_can_come_from_a_secret_of_yours_or_not_at_all() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&sets(&[
+        "ai.baseUrl=https://api.openai.com/v1",
+        "ai.model=gpt-4o-mini",
+        "ai.apiKey.existingSecret=openai",
+        "ai.apiKey.key=api-key",
+        "networkPolicy.enabled=true",
+        "networkPolicy.egress.ai.cidrs={203.0.113.0/24}",
+    ]));
+    // Only what was set: karpor's defaults apply to the rest.
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "ai"),
+        Some(&yaml(
+            "{base_url: https://api.openai.com/v1, model: gpt-4o-mini, \
+             api_key: {file: /etc/karpor/secrets/ai-api-key}}"
+        ))
+    );
+    let files = secret_files(objects.deployment(RELEASE));
+    assert!(
+        files.contains(&file("openai", "api-key", "ai-api-key")),
+        "{files:?}"
+    );
+    assert!(
+        !objects.has(&format!("Secret/{RELEASE}")),
+        "the chart stores no copy of your key"
+    );
+    let syncer_pod = objects.deployment(&format!("{RELEASE}-syncer"));
+    assert!(!mounts_ai_key(syncer_pod), "{:?}", secret_files(syncer_pod));
+    // https without a port: 443, narrowed to the given block, beside the clusters' rule.
+    let policy = objects.get(&format!("NetworkPolicy/{RELEASE}"));
+    let rules = egress_to(policy, 443, "TCP");
+    assert_eq!(rules.len(), 2, "clusters and model service: {rules:?}");
+    assert!(
+        rules.contains(&&yaml(
+            "{to: [{ipBlock: {cidr: 203.0.113.0/24}}], ports: [{port: 443, protocol: TCP}]}"
+        )),
+        "{rules:?}"
+    );
+
+    // No key (Ollama): no api_key, nothing mounted; http without a port: 80.
+    let ollama = sets(&[
+        "ai.baseUrl=http://ollama.ai.svc/v1",
+        "ai.model=llama3.2",
+        "networkPolicy.enabled=true",
+    ]);
+    let objects = tools.check(&ollama);
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "ai"),
+        Some(&yaml(
+            "{base_url: http://ollama.ai.svc/v1, model: llama3.2}"
+        ))
+    );
+    assert!(!mounts_ai_key(objects.deployment(RELEASE)));
+    let policy = objects.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert_eq!(
+        one_egress_to(policy, 80),
+        &yaml("{to: [{ipBlock: {cidr: 0.0.0.0/0}}], ports: [{port: 80, protocol: TCP}]}")
+    );
+    // Empty cidrs: no rule of the chart's (the operator's own goes in egress.extra).
+    let objects = tools.check(&[ollama, set_json(&["networkPolicy.egress.ai.cidrs=[]"])].concat());
+    let policy = objects.get(&format!("NetworkPolicy/{RELEASE}"));
+    assert!(egress_to(policy, 80, "TCP").is_empty());
+    // With the syncer inside the server (SQLite), the one pod has both.
+    let objects = tools.check(
+        &[
+            values_file(SQLITE_SQLITE),
+            sets(&[
+                "ai.baseUrl=https://api.openai.com/v1",
+                "ai.model=gpt-4o-mini",
+                "ai.apiKey.value=sk-test-0123456789",
+            ]),
+        ]
+        .concat(),
+    );
+    let server: Value = yaml(&objects.config("server").unwrap());
+    assert_eq!(
+        at(&server, "ai.api_key"),
+        Some(&yaml("{file: /etc/karpor/secrets/ai-api-key}"))
+    );
+    assert!(mounts_ai_key(objects.deployment(RELEASE)));
+}
+
+#[test]
+fn ai_settings_that_cannot_work_fail_with_a_clear_message() {
+    let Some(tools) = tools() else { return };
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["ai.baseUrl=https://api.openai.com/v1"],
+            "karpor: ai.baseUrl=https://api.openai.com/v1 needs ai.model: the model's name as the service knows it",
+        ),
+        (
+            &["ai.baseUrl=https://api.openai.com/v1", "ai.model= "],
+            "karpor: ai.baseUrl=https://api.openai.com/v1 needs ai.model",
+        ),
+        (
+            &["ai.baseUrl=https://api.example.com/v1?api-version", "ai.model=m"],
+            "karpor: ai.baseUrl=https://api.example.com/v1?api-version must have no query or fragment",
+        ),
+        (
+            &["ai.baseUrl=https://api.example.com/v1", "ai.model=m", "ai.timeout=1h"],
+            "karpor: ai.timeout=1h must be between 1ms and 30m",
+        ),
+        (
+            &["ai.baseUrl=https://api.example.com/v1", "ai.model=m", "ai.connectTimeout=0s"],
+            "karpor: ai.connectTimeout=0s must be between 1ms and 30m",
+        ),
+        // The schema's.
+        (
+            &["ai.baseUrl=https://api.example.com/v1", "ai.model=m", "ai.keyHeader=basic"],
+            "/ai/keyHeader",
+        ),
+        (&["ai.baseUrl=ftp://models.example.com/v1"], "/ai/baseUrl"),
+    ];
+    for (values, message) in cases {
+        let stderr = tools.refused(&sets(values));
+        assert!(stderr.contains(message), "{values:?}:\n{stderr}");
+    }
+    // A credential in the URL is refused without being echoed.
+    let stderr = tools.refused(&sets(&[
+        "ai.baseUrl=https://user:sk-leak-0123@api.example.com/v1",
+        "ai.model=m",
+    ]));
+    assert!(
+        stderr.contains("karpor: ai.baseUrl must not hold credentials (user:password@): put the key in ai.apiKey"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-leak"), "{stderr}");
 }
 
 #[test]

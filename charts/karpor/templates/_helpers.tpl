@@ -170,6 +170,29 @@ template that renders karpor, so `helm template` and `helm install` stop on them
 {{- end }}
 {{- end }}
 {{- end }}
+{{- with $v.ai }}
+{{- if .baseUrl }}
+{{- /* Matched, not parsed: a parse error would echo the URL, and the credential in it. */}}
+{{- if regexMatch "^[a-zA-Z][-+.a-zA-Z0-9]*://[^/?#]*@" .baseUrl }}
+{{- fail "karpor: ai.baseUrl must not hold credentials (user:password@): put the key in ai.apiKey (value, or existingSecret and key)" }}
+{{- end }}
+{{- if or (contains "?" .baseUrl) (contains "#" .baseUrl) }}
+{{- fail (printf "karpor: ai.baseUrl=%s must have no query or fragment: karpor calls BASE/chat/completions and BASE/models below it" .baseUrl) }}
+{{- end }}
+{{- if not (trim .model) }}
+{{- fail (printf "karpor: ai.baseUrl=%s needs ai.model: the model's name as the service knows it (e.g. gpt-4o-mini; Azure OpenAI: the deployment's name)" .baseUrl) }}
+{{- end }}
+{{- range (list "connectTimeout" "firstTokenTimeout" "timeout") }}
+{{- $d := index $.Values.ai . }}
+{{- if $d }}
+{{- $s := include "karpor.seconds" $d | atoi }}
+{{- if or (eq $s 0) (gt $s 1800) }}
+{{- fail (printf "karpor: ai.%s=%s must be between 1ms and 30m" . $d) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if $v.ingress.enabled }}
 {{- if not $v.ingress.hosts }}
 {{- fail "karpor: ingress.enabled=true needs ingress.hosts: karpor answers API requests only for the names it knows (server.allowed_hosts)" }}
@@ -246,6 +269,10 @@ metadata.key beside the database, as it always has). */}}
 {{- end }}
 {{- if not $v.auth.tokens }}
 {{- $all = append $all (dict "name" "auth-token-0" "value" "" "existingSecret" "" "key" "token" "secret" (printf "%s-token" $fullname) "generated" true "serverOnly" true) }}
+{{- end }}
+{{- /* The model service's key: read by `karpor serve` only, and only with AI on. */}}
+{{- if $v.ai.baseUrl }}
+{{- with $v.ai.apiKey }}{{ if or .value .existingSecret }}{{ $all = append $all (dict "name" "ai-api-key" "value" .value "existingSecret" .existingSecret "key" .key "serverOnly" true) }}{{ end }}{{ end }}
 {{- end }}
 {{- $out := list }}
 {{- range $all }}
@@ -498,6 +525,26 @@ the generated admin token. */}}
 {{- end }}
 {{- end }}
 {{- $_ := set $config "auth" $auth }}
+{{- /* AI is the server's: the syncer asks no model. Only what is set; karpor's defaults
+for the rest. The key's file is karpor.credentials' ai-api-key. */}}
+{{- with $v.ai }}
+{{- if .baseUrl }}
+{{- $ai := dict "base_url" .baseUrl "model" .model }}
+{{- if eq (include "karpor.hasCredential" (dict "root" $.root "name" "ai-api-key")) "true" }}
+{{- $_ := set $ai "api_key" (dict "file" (printf "%s/ai-api-key" $secrets)) }}
+{{- end }}
+{{- with .keyHeader }}{{ $_ := set $ai "key_header" . }}{{ end }}
+{{- with .connectTimeout }}{{ $_ := set $ai "connect_timeout" . }}{{ end }}
+{{- with .firstTokenTimeout }}{{ $_ := set $ai "first_token_timeout" . }}{{ end }}
+{{- with .timeout }}{{ $_ := set $ai "timeout" . }}{{ end }}
+{{- if not (kindIs "invalid" .temperature) }}{{ $_ := set $ai "temperature" (float64 .temperature) }}{{ end }}
+{{- range $name, $field := dict "maxTokens" "max_tokens" "concurrency" "concurrency" "perCaller" "per_caller" "perCallerPerMinute" "per_caller_per_minute" "maxInputBytes" "max_input_bytes" }}
+{{- $n := index $.root.Values.ai $name }}
+{{- if not (kindIs "invalid" $n) }}{{ $_ := set $ai $field (int $n) }}{{ end }}
+{{- end }}
+{{- $_ := set $config "ai" $ai }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- toYaml $config }}
 {{- end }}
