@@ -13,7 +13,8 @@ use axum::http::request::Parts;
 use karpor_core::model::{Cluster, LabelSelector};
 use karpor_search::{Expr, Field, Op, Query, Value};
 use karpor_storage::{
-    AuditTotals, Bucket, ResourceDocument, SearchResult, SearchStorage, Storage, StorageError,
+    AuditTotals, Bucket, ChangeQuery, ResourceDocument, SearchResult, SearchStorage, Storage,
+    StorageError,
 };
 
 use crate::envelope::ApiError;
@@ -353,6 +354,71 @@ impl Visible {
             offset: None,
         };
         Ok(self.search(&query, 0, 0).await?.total)
+    }
+}
+
+/// History, as the caller may see it: an object's only when the caller sees the object
+/// (by name, in its cluster), changes only within the scope.
+impl Visible {
+    fn sees(&self, name: &karpor_storage::ObjectName) -> bool {
+        self.object(Object {
+            cluster: &name.cluster,
+            namespace: Some(name.namespace.as_str()).filter(|n| !n.is_empty()),
+            kind: &name.kind,
+            name: &name.name,
+        })
+    }
+
+    /// The newest `limit` revisions of an object; none outside the scope.
+    pub(crate) async fn history(
+        &self,
+        name: &karpor_storage::ObjectName,
+        limit: usize,
+    ) -> Result<Vec<karpor_storage::Rebuilt>, StorageError> {
+        if !self.sees(name) {
+            return Ok(Vec::new());
+        }
+        self.storage.history(name, limit).await
+    }
+
+    /// The object as it was at `at`; `None` outside the scope.
+    pub(crate) async fn object_at(
+        &self,
+        name: &karpor_storage::ObjectName,
+        at: time::OffsetDateTime,
+    ) -> Result<Option<karpor_storage::ObjectAt>, StorageError> {
+        if !self.sees(name) {
+            return Ok(None);
+        }
+        self.storage.object_at(name, at).await
+    }
+
+    fn scoped_changes(&self, query: &ChangeQuery) -> ChangeQuery {
+        let mut query = query.clone();
+        if let Some(scope) = self.filter() {
+            query.filter = Expr::And(vec![query.filter, Expr::Scope(Box::new(scope))]);
+        }
+        query
+    }
+
+    pub(crate) async fn changes(
+        &self,
+        query: &ChangeQuery,
+        from: u64,
+        size: u64,
+    ) -> Result<karpor_storage::ChangePage, StorageError> {
+        self.storage
+            .changes(&self.scoped_changes(query), from, size)
+            .await
+    }
+
+    pub(crate) async fn change_counts(
+        &self,
+        query: &ChangeQuery,
+    ) -> Result<karpor_storage::ChangeCounts, StorageError> {
+        self.storage
+            .change_counts(&self.scoped_changes(query))
+            .await
     }
 }
 

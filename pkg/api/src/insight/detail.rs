@@ -34,6 +34,9 @@ pub(super) struct DetailParams {
     #[serde(default, deserialize_with = "crate::params::lenient_bool")]
     #[param(value_type = Option<String>)]
     pub live: bool,
+    /// The object as it was at this time (RFC 3339, or how long ago: `2h`), from history;
+    /// deleted objects too. Not with `live`.
+    pub at: Option<String>,
 }
 
 #[utoipa::path(get, path = "/insight/detail", operation_id = "insightDetail", tag = "insight",
@@ -51,7 +54,14 @@ pub(crate) async fn detail(
     let format = Format::parse(params.format.as_deref()).map_err(IntoResponse::into_response)?;
     // A namespace's page asks for the namespace's detail: Karpor answers its object.
     let at = at.namespace_object().unwrap_or(at);
-    let (object, provenance) = if params.live {
+    let (object, provenance) = if let Some(when) = params.at.as_deref() {
+        if params.live {
+            return Err(ApiError::bad_request("give live or at, not both").into_response());
+        }
+        past(&visible, &at, when)
+            .await
+            .map_err(IntoResponse::into_response)?
+    } else if params.live {
         // A read of the cluster now, not of what karpor keeps: a line of the access log.
         tracing::info!(target: ACCESS_LOG, who = %caller.name, cluster = at.cluster().unwrap_or(""),
             kind = at.kind().unwrap_or(""), namespace = at.namespace().unwrap_or(""),
@@ -84,6 +94,29 @@ pub(crate) async fn detail(
         (_, object) => ObjectOrYaml::Yaml(yaml(&object).map_err(IntoResponse::into_response)?),
     };
     Ok(Reply::ok(answer))
+}
+
+/// The object as history says it was at `when`, redacted as stored ones are.
+async fn past(
+    visible: &Visible,
+    at: &Locator,
+    when: &str,
+) -> Result<(Value, Provenance), ApiError> {
+    let time = super::history::when(when, OffsetDateTime::now_utc())
+        .map_err(|e| ApiError::bad_request(format!("at: {e}")))?;
+    let name = super::history::object_name(at)?;
+    let Some(found) = visible.object_at(&name, time).await? else {
+        return Err(ApiError::not_found(
+            "no such resource at that time, as far as karpor's history reaches",
+        ));
+    };
+    let provenance = Provenance {
+        cluster: name.cluster,
+        source: "history".to_owned(),
+        sync_at: found.revision.as_ref().map_or(time, |r| r.seen_at),
+        deleted: false,
+    };
+    Ok((redact::object(found.object), provenance))
 }
 
 /// An object the cluster answered, as a scope judges it.

@@ -1,9 +1,11 @@
 //! Insight over stored documents, in Karpor's shapes: overall counts (`stats`), a scope's
 //! summary (a cluster's capacity and use, a namespace's or a type's counts, one resource),
-//! and one object (`detail`, as the object itself or YAML).
+//! one object (`detail`, as the object itself or YAML, now or as it was), and history
+//! (an object's revisions, what changed in a scope).
 
 mod audit;
 mod detail;
+mod history;
 mod summary;
 
 use crate::access::{Permission, Routes};
@@ -24,6 +26,8 @@ pub(crate) fn routes() -> Routes {
         .route(Permission::Read, routes!(stats))
         .route(Permission::Read, routes!(summary::summary))
         .route(Permission::Read, routes!(detail::detail))
+        .route(Permission::Read, routes!(history::history))
+        .route(Permission::Read, routes!(history::changes))
         .route(Permission::Read, routes!(audit::audit))
         .route(Permission::Read, routes!(audit::score))
 }

@@ -19,7 +19,7 @@ pub struct Stats {
 }
 
 /// A term and how many documents have it.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Count {
     pub key: String,
     pub count: u64,
@@ -169,9 +169,11 @@ pub struct DetailedObject {
 #[serde(rename_all = "camelCase")]
 pub struct Provenance {
     pub cluster: String,
-    /// `stored` (the syncer's copy) or `live` (read from the cluster for this answer).
+    /// `stored` (the syncer's copy), `live` (read from the cluster for this answer) or
+    /// `history` (as it was at the time asked, rebuilt from its revisions).
     pub source: String,
-    /// When the copy was written, or the object read.
+    /// When the copy was written, or the object read; for `history`, when karpor saw
+    /// the revision it was at.
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub sync_at: OffsetDateTime,

@@ -8,6 +8,7 @@ mod audit;
 mod auth;
 pub(crate) mod clusters;
 mod envelope;
+mod history;
 mod insight;
 mod resource_groups;
 mod search;
@@ -26,6 +27,7 @@ pub use clusters::{
     UploadView, ValidateBody, ValidateView,
 };
 pub use envelope::{Envelope, ObjectOrYaml};
+pub use history::{ChangeView, ChangesAnswer, HistoryAnswer, RevisionView};
 pub use insight::{
     AuditData, AuditedResource, ClusterDetail, Count, CustomSummary, DetailedObject, GvkSummary,
     Issue, IssueGroup, LogLine, Metrics, NamespaceSummary, Provenance, ResourceSummary, ScoreData,

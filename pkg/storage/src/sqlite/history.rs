@@ -138,7 +138,7 @@ fn condition(expr: &Expr, sql: &mut String, params: &mut Vec<Param>) -> Result<(
             Ok(())
         };
     match expr {
-        Expr::All => sql.push_str("1"),
+        Expr::All => sql.push('1'),
         Expr::And(items) => join(items, " AND ", "1", sql, params)?,
         Expr::Or(items) => join(items, " OR ", "0", sql, params)?,
         Expr::Not(inner) => {
