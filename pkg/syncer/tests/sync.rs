@@ -3,7 +3,8 @@
 //! vanish in storage; Secret values never reach it; selectors are honoured; a removed
 //! cluster leaves nothing; a dead cluster or a dead storage is caught up with; a rule
 //! narrowed, widened, retargeted and deleted leaves storage equal to what the rules
-//! select; the built-in rules pick up a custom resource whose CRD comes later.
+//! select; the built-in rules pick up a custom resource whose CRD comes later; history
+//! keeps every change once, through restarts and hand-overs, on both backends.
 
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
@@ -12,14 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use karpor_core::model::{
-    Cluster, ClusterSelector, Kubeconfig, ResourceSelector, SyncRule, Transform,
+    Cluster, ClusterSelector, Kubeconfig, ResourceSelector, RuleHistory, SyncRule, Transform,
 };
 use karpor_health::{
     CheckOutcome, Endpoint, HealthChecker, HealthMetrics, Membership, Reason, ReportRequest,
     Settings, Status,
 };
 use karpor_metastore::{Metastore, MetastoreConfig};
-use karpor_storage::{ElasticConfig, RefreshPolicy, Storage, StorageConfig};
+use karpor_storage::{Change, ElasticConfig, ObjectName, RefreshPolicy, Storage, StorageConfig};
 use karpor_syncer::{RuleInForce, SyncSettings, SyncState, Syncer, SyncerParts, TypeState};
 use karpor_testkit::cluster::{
     configmaps, kube_name as unique, namespaces, secrets, widgets, Kube, Obj, LIMIT,
@@ -59,6 +60,26 @@ impl Harness {
             path: dir.path().join("resources.db"),
         });
         let storage = karpor_storage::connect(&storage).await.unwrap();
+        Harness::on(metastore, storage, rediscover, dir)
+    }
+
+    /// Another syncer on the same metadata store and storage (a restart, or a second
+    /// member sharing the clusters).
+    fn another(&self) -> Harness {
+        Harness::on(
+            self.metastore.clone(),
+            self.storage.clone(),
+            Duration::from_secs(2),
+            tempfile::tempdir().unwrap(),
+        )
+    }
+
+    fn on(
+        metastore: Metastore,
+        storage: Arc<dyn Storage>,
+        rediscover: Duration,
+        dir: tempfile::TempDir,
+    ) -> Harness {
         let mut registry = Registry::default();
         let health = HealthChecker::new(
             Settings {
@@ -197,11 +218,14 @@ impl Harness {
             .unwrap()
     }
 
-    async fn stop(mut self) {
+    /// Stops the syncer; its directory (the SQLite files, when storage is there), for a
+    /// syncer that goes on with the same stores.
+    async fn stop(mut self) -> tempfile::TempDir {
         self.stop.cancel();
         if let Some(syncer) = self.syncer.take() {
             syncer.join().await;
         }
+        self._dir
     }
 }
 
@@ -822,4 +846,263 @@ async fn the_built_in_rules_sync_a_custom_resource_whose_crd_comes_later() {
     .await;
     kube.delete_namespace(&ns).await;
     h.stop().await;
+}
+
+fn deployments() -> ApiResource {
+    karpor_testkit::cluster::resource("apps", "v1", "Deployment", "deployments")
+}
+
+/// The stored resourceVersion of an object, once its document is written.
+async fn stored_version(h: &Harness, cluster: &str, uid: &str) -> Option<String> {
+    let document = h.storage.get(cluster, uid).await.ok()??;
+    Some(document.resource_version)
+}
+
+/// The live object's uid and resourceVersion, once storage holds that version.
+async fn written(
+    h: &Harness,
+    kube: &Kube,
+    r: &ApiResource,
+    ns: &str,
+    name: &str,
+) -> (String, String) {
+    let live = kube.api(r, Some(ns)).get(name).await.unwrap();
+    let uid = live.metadata.uid.unwrap();
+    let version = live.metadata.resource_version.unwrap();
+    wait_for(LIMIT, &format!("{name} at {version} stored"), || async {
+        stored_version(h, "a", &uid).await.as_deref() == Some(version.as_str())
+    })
+    .await;
+    (uid, version)
+}
+
+fn object(ns: &str, name: &str, kind: &str) -> ObjectName {
+    ObjectName {
+        cluster: "a".to_owned(),
+        kind: kind.to_owned(),
+        namespace: ns.to_owned(),
+        name: name.to_owned(),
+    }
+}
+
+/// The changes (type, version, late) of an object, newest first.
+async fn revisions(h: &Harness, name: &ObjectName) -> Vec<(Change, String, bool)> {
+    let all = h
+        .storage
+        .object_revisions(name, None, None, 100)
+        .await
+        .unwrap();
+    all.into_iter()
+        .map(|r| (r.change, r.resource_version, r.late))
+        .collect()
+}
+
+fn image(object: &serde_json::Value) -> &str {
+    object["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// History against a real kube-apiserver, on each backend: every change once with its
+/// diff; the object as the API server had it between two changes; a deletion's last
+/// state; changes made while no syncer ran, once and marked late; no duplicate through a
+/// restart and a hand-over; retention by rule; no Secret value in any revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_keeps_every_change_once_through_restarts_and_hand_overs() {
+    let mut backends = vec![None];
+    if let Some(url) = karpor_testkit::service("KARPOR_TEST_ES_URL") {
+        backends.push(Some(StorageConfig::Elasticsearch(ElasticConfig {
+            url,
+            username: None,
+            password: None,
+            index: karpor_testkit::unique("history"),
+            refresh: RefreshPolicy::True,
+        })));
+    }
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
+    for backend in backends {
+        history_on(&kube, backend).await;
+    }
+}
+
+async fn history_on(kube: &Kube, backend: Option<StorageConfig>) {
+    let ns = unique("hist");
+    let in_ns = Some(ns.as_str());
+    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+        .await;
+    let h = Harness::start(backend).await;
+    let deploys = h
+        .put_rule(rule("deploys", &[("apps", "deployments")], &[&ns]))
+        .await;
+    let mut secrets_rule = rule("secrets", &[("", "secrets")], &[&ns]);
+    secrets_rule.history = Some(RuleHistory {
+        enabled: true,
+        keep: Some(Duration::from_secs(3600)),
+    });
+    let secrets_version = h.put_rule(secrets_rule).await;
+    let rules = [
+        ("deploys", Some(deploys)),
+        ("secrets", Some(secrets_version)),
+    ];
+    h.register("a", kube.kubeconfig.clone()).await;
+    // Listed first: what follows is seen as it happens, not at a list.
+    h.settled("a", &rules).await;
+
+    let web = object(&ns, "web", "Deployment");
+    kube.create(
+        &deployments(),
+        in_ns,
+        json!({"metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}}}),
+    )
+    .await;
+    kube.create(
+        &secrets(),
+        in_ns,
+        json!({"metadata": {"name": "creds"},
+        "stringData": {"password": "hunter2-history"}}),
+    )
+    .await;
+    written(&h, kube, &deployments(), &ns, "web").await;
+    let set_image = |image: &str| json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": image}]}}}});
+    let mut between = None;
+    for (i, tag) in ["nginx:2", "nginx:3", "nginx:4"].iter().enumerate() {
+        kube.patch(&deployments(), &ns, "web", set_image(tag)).await;
+        let (_, version) = written(&h, kube, &deployments(), &ns, "web").await;
+        if i == 0 {
+            // A moment between the second image and the third, and what the API server
+            // had then.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            between = Some((time::OffsetDateTime::now_utc(), version));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    kube.patch(&deployments(), &ns, "web", json!({"spec": {"replicas": 3}}))
+        .await;
+    written(&h, kube, &deployments(), &ns, "web").await;
+    kube.patch(
+        &secrets(),
+        &ns,
+        "creds",
+        json!({"stringData": {"password": "hunter3-history"}}),
+    )
+    .await;
+    written(&h, kube, &secrets(), &ns, "creds").await;
+
+    let history = h.storage.history(&web, 100).await.unwrap();
+    let changes: Vec<Change> = history.iter().map(|r| r.revision.change).collect();
+    assert_eq!(
+        changes,
+        [
+            Change::Updated,
+            Change::Updated,
+            Change::Updated,
+            Change::Updated,
+            Change::Created
+        ],
+        "{history:#?}"
+    );
+    let diffs: Vec<String> = history
+        .iter()
+        .map(|r| r.diff.as_ref().map(|d| d.to_string()).unwrap_or_default())
+        .collect();
+    assert!(
+        diffs[0].contains("/spec/replicas") && !diffs[0].contains("nginx"),
+        "{}",
+        diffs[0]
+    );
+    for (diff, tag) in diffs[1..4].iter().zip(["nginx:4", "nginx:3", "nginx:2"]) {
+        assert!(diff.contains(tag) && !diff.contains("replicas"), "{diff}");
+    }
+    assert!(!history[0].revision.managers.is_empty(), "who changed it");
+    let (at, version) = between.unwrap();
+    let then = h.storage.object_at(&web, at).await.unwrap().unwrap();
+    assert_eq!(image(&then.object), "nginx:2");
+    assert_eq!(then.object["metadata"]["resourceVersion"], json!(version));
+    assert_eq!(then.object["spec"]["replicas"], json!(1));
+
+    // No syncer runs while the image changes and the Secret goes: at the relist, each
+    // is kept once, marked late.
+    let (metastore, storage) = (h.metastore.clone(), h.storage.clone());
+    let dir = h.stop().await;
+    kube.patch(&deployments(), &ns, "web", set_image("nginx:5"))
+        .await;
+    kube.delete(&secrets(), in_ns, "creds").await;
+    let h = Harness::on(metastore, storage, Duration::from_secs(2), dir);
+    let (_, late_version) = written(&h, kube, &deployments(), &ns, "web").await;
+    let creds = object(&ns, "creds", "Secret");
+    wait_for(LIMIT, "the Secret's deletion kept", || async {
+        revisions(&h, &creds).await.first().map(|r| r.0) == Some(Change::Deleted)
+    })
+    .await;
+    h.settled("a", &rules).await;
+    let web_revisions = revisions(&h, &web).await;
+    assert_eq!(web_revisions.len(), 6, "{web_revisions:?}");
+    assert_eq!(web_revisions[0], (Change::Updated, late_version, true));
+    assert!(web_revisions[1..].iter().all(|r| !r.2), "{web_revisions:?}");
+    // A change of nothing but a Secret's values is none here: they are never stored.
+    let creds_revisions = revisions(&h, &creds).await;
+    assert_eq!(
+        creds_revisions
+            .iter()
+            .map(|r| (r.0, r.2))
+            .collect::<Vec<_>>(),
+        [(Change::Deleted, true), (Change::Created, false)]
+    );
+
+    // A second member shares the cluster, then the first stops: whoever lists it again
+    // finds nothing changed and writes no revision.
+    let second = h.another();
+    let kept = h.stop().await;
+    second.settled("a", &rules).await;
+    assert_eq!(
+        revisions(&second, &web).await,
+        web_revisions,
+        "no duplicate"
+    );
+    assert_eq!(revisions(&second, &creds).await, creds_revisions);
+
+    // Deleted: its last state is kept.
+    kube.delete(&deployments(), in_ns, "web").await;
+    wait_for(LIMIT, "the Deployment's deletion kept", || async {
+        revisions(&second, &web).await.first().map(|r| r.0) == Some(Change::Deleted)
+    })
+    .await;
+    let history = second.storage.history(&web, 100).await.unwrap();
+    let last = history[0].object.as_ref().unwrap();
+    assert_eq!(
+        (image(last), last["spec"]["replicas"].clone()),
+        ("nginx:5", json!(3))
+    );
+    let gone = time::OffsetDateTime::now_utc() + time::Duration::seconds(1);
+    assert_eq!(second.storage.object_at(&web, gone).await.unwrap(), None);
+
+    // No Secret value in any revision, patches and states included.
+    let all = second
+        .storage
+        .object_revisions(&creds, None, None, 100)
+        .await
+        .unwrap();
+    let text = serde_json::to_string(&all).unwrap();
+    for value in [
+        "hunter2-history",
+        "hunter3-history",
+        "aHVudGVyMi1oaXN0b3J5",
+        "aHVudGVyMy1oaXN0b3J5",
+    ] {
+        assert!(!text.contains(value), "{value} reached history");
+    }
+
+    // Retention: the Secret's rule keeps an hour, the Deployment's the default week.
+    let later = time::OffsetDateTime::now_utc() + time::Duration::hours(2);
+    let removed = second.storage.expire(later, 1_000_000).await.unwrap();
+    assert_eq!(removed, 2, "the Secret's two revisions");
+    assert!(revisions(&second, &creds).await.is_empty());
+    assert_eq!(revisions(&second, &web).await.len(), 7);
+
+    drop(kept);
+    second.stop().await;
+    kube.delete_namespace(&ns).await;
 }
