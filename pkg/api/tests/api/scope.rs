@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use karpor_api::{endpoints, Permission, Role};
 use karpor_core::access::AccessPolicy;
-use karpor_storage::ResourceDocument;
+use karpor_storage::{HistoryNote, ResourceDocument};
 use karpor_testkit::api::THREE_CONTEXTS;
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -137,7 +137,12 @@ impl Placed {
                     "labels": {"app": "web"}}}),
             issues: Vec::new(),
             refs: Vec::new(),
-            history: None,
+            // Kept in history too: its creation is a change every caller may ask about.
+            history: Some(HistoryNote {
+                keep_until: time::OffsetDateTime::now_utc() + time::Duration::days(1),
+                late: false,
+                managers: vec!["kubectl-create".to_owned()],
+            }),
         }
     }
 }
@@ -378,6 +383,32 @@ async fn check(grant: Grant, objects: Vec<Placed>) {
         let wanted = if visible.contains(&i) { 200 } else { 404 };
         assert_eq!(code, wanted, "{path} {grant:?}: {answer}");
     }
+
+    // Each object's history: there exactly when visible; what changed counts only what
+    // is visible.
+    for (i, o) in objects.iter().enumerate() {
+        let d = o.document(i);
+        let path = format!(
+            "/rest-api/v1/insight/history?cluster={}&kind={}&name={}&namespace={}",
+            d.cluster, d.kind, d.name, d.namespace
+        );
+        let (code, answer) = caller.call("GET", &path, None).await;
+        let wanted = if visible.contains(&i) { 200 } else { 404 };
+        assert_eq!(code, wanted, "{path} {grant:?}: {answer}");
+    }
+    let (code, changes) = caller
+        .call(
+            "GET",
+            "/rest-api/v1/insight/changes?since=1h&pageSize=1000",
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{changes}");
+    assert_eq!(
+        changes["data"]["total"],
+        visible.len(),
+        "{grant:?} {changes}"
+    );
 
     // Nothing hidden in any read route's answer, whatever it is asked.
     for endpoint in endpoints() {
