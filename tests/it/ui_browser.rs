@@ -4,14 +4,17 @@
 //! cluster, a keyword search, an SQL search whose row opens the object as YAML, an empty
 //! result's hint, a bad query's message, refreshes that never overlap on a slow server,
 //! and the Storage check turning red once its server is killed, the clusters still
-//! listed; a pod's log, its last lines and then followed (from a kubelet stand-in). No
-//! console errors. The driver is tests/ui/browser.mjs (playwright-core); a
-//! screenshot lands in target/.
+//! listed; a pod's log, its last lines and then followed (from a kubelet stand-in); with
+//! the shared test model server, a natural-language search showing the query that ran
+//! (or the server's 400 showing it) and an object's explanation streamed in. No console
+//! errors. The driver is tests/ui/browser.mjs (playwright-core); a screenshot lands in
+//! target/.
 
 use std::process::Command;
 use std::time::Duration;
 
 use karpor_storage::{ElasticConfig, RefreshPolicy, StorageConfig};
+use karpor_testkit::model::ModelServer;
 use karpor_testkit::process;
 use karpor_testkit::process::{wait_for, Spawn};
 use karpor_testkit::service;
@@ -23,6 +26,7 @@ const GUEST: &str = "guest-token-for-the-page";
 async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
     let chromium = service("KARPOR_TEST_CHROMIUM").expect("run scripts/services.sh start");
     let kubeconfig = service("KARPOR_TEST_KUBECONFIG_A").expect("run scripts/services.sh start");
+    let model = ModelServer::shared().expect("run scripts/services.sh start");
     let elastic = Elastic::start().expect("KARPOR_TEST_NOIDA_BIN");
     let root = env!("CARGO_MANIFEST_DIR");
     assert!(
@@ -39,7 +43,18 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
          auth: {{anonymous: none, pod_logs: guest, tokens: [{{name: viewer, role: guest, token: {GUEST}}}]}}\n",
         elastic.url()
     );
-    let karpor = Spawn::serve(&config).in_dir(dir.path()).start();
+    // Served with the model as tests/it/ai.rs configures it (the import below needs only
+    // the store); generous times: generations queue at the one test server behind other
+    // tests'.
+    let serving = format!(
+        "{config}server: {{limits: {{request_timeout: 5m}}, connections: {{idle_timeout: 6m}}}}\n\
+         ai:\n  base_url: {}\n  model: {}\n  api_key: {{env: KARPOR_TEST_AI_KEY}}\n  max_tokens: 40\n  first_token_timeout: 5m\n",
+        model.url, model.name
+    );
+    let karpor = Spawn::serve(&serving)
+        .in_dir(dir.path())
+        .with_env("KARPOR_TEST_AI_KEY", &model.key)
+        .start();
     let browser = |phase: &str| {
         Command::new("node")
             .arg(format!("{root}/tests/ui/browser.mjs"))
@@ -155,6 +170,7 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         .env("KARPOR_AUDIT_NAME", flawed)
         .env("KARPOR_LOG_POD", log_pod)
         .env("KARPOR_LOG_LINE", "page line 30")
+        .env("KARPOR_NL_QUESTION", "all namespaces")
         .env("KARPOR_KILL_PID", elastic.process.pid().to_string())
         .env("KARPOR_SCREENSHOT", &screenshot)
         .env("KARPOR_CHROMIUM", &chromium)
@@ -168,6 +184,7 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
         karpor.logs()
     );
     assert!(std::path::Path::new(&screenshot).exists());
+    assert!(!karpor.logs().contains(&model.key), "the key was logged");
     assert!(
         kubelet
             .requests()
