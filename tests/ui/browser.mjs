@@ -80,6 +80,9 @@ try {
   }
 
   await page.locator("#clusters tbody tr").first().waitFor();
+  // What changed in the last hour: the objects karpor has seen come in.
+  await page.locator("#changes tbody tr").first().waitFor();
+  console.log(`changed in the last hour: ${await page.locator("#changes-note").innerText()}`);
   if (await page.locator("#clusters-empty").isVisible()) throw new Error("empty-state hint beside clusters");
   console.log(`clusters shown: ${(await page.locator("#clusters tbody tr").allInnerTexts()).join(" | ")}`);
 
@@ -123,6 +126,9 @@ try {
   const note = await page.locator("#events-note").innerText();
   if (note) throw new Error(`events: ${note} (asked ${eventCalls.join(" ; ")})`);
   await page.locator("#events td", { hasText: "UiProbe" }).first().waitFor();
+  // Its history: at least its creation, as karpor first saw it.
+  await page.locator("#history td", { hasText: "created" }).first().waitFor();
+  console.log(`history of ${flawed}: ${await page.locator("#history tbody tr").count()} revisions`);
   const related = page.locator("#children .relation", { hasText: "ConfigMap/" + flawed });
   await related.waitFor();
   await related.click();
