@@ -8,8 +8,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::history::HistoryNote;
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceDocument {
@@ -71,6 +69,18 @@ impl ResourceDocument {
     }
 }
 
+/// What a write asks of history. Given by the syncer with each write its rule keeps
+/// history for; never stored in the document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryNote {
+    /// When the revision may be removed.
+    pub keep_until: OffsetDateTime,
+    /// Seen at a relist, not as it happened (karpor was away or the watch restarted).
+    pub late: bool,
+    /// Who changed it, where the object says (its `managedFields` managers with the
+    /// newest time, read before the rule trims them).
+    pub managers: Vec<String>,
+}
 pub fn document_id(cluster: &str, uid: &str) -> String {
     format!("{cluster}/{uid}")
 }

@@ -21,12 +21,12 @@ use karpor_search::{Field, Query};
 use time::OffsetDateTime;
 
 pub use config::{ElasticConfig, RefreshPolicy, StorageConfig};
-pub use document::{document_id, ResourceDocument};
+pub use document::{document_id, HistoryNote, ResourceDocument};
 pub use error::StorageError;
 pub use health::{reason_of, StorageCheck, STORAGE_CHECK};
 pub use history::{
-    Change, ChangeCounts, ChangePage, ChangeQuery, HistoryNote, HistorySize, HistoryStorage,
-    ObjectAt, ObjectName, Rebuilt, Revision,
+    Change, ChangeCounts, ChangePage, ChangeQuery, HistorySize, HistoryStorage, ObjectAt,
+    ObjectName, Rebuilt, Revision,
 };
 pub use metered::metered;
 pub use window::{total, window, Window};

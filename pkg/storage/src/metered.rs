@@ -9,9 +9,9 @@ use karpor_search::{Field, Query};
 use prometheus_client::registry::Registry;
 use time::OffsetDateTime;
 
+use crate::document::HistoryNote;
 use crate::history::{
-    ChangeCounts, ChangePage, ChangeQuery, HistoryNote, HistorySize, HistoryStorage, ObjectName,
-    Revision,
+    ChangeCounts, ChangePage, ChangeQuery, HistorySize, HistoryStorage, ObjectName, Revision,
 };
 use crate::{
     AuditTotals, Bucket, ResourceDocument, ResourceStorage, SearchResult, SearchStorage, Storage,

@@ -59,7 +59,8 @@ pub(crate) async fn history(
         MAX_REVISIONS as u64,
     )
     .map_err(|e| ApiError::bad_request(format!("limit: {e}")))? as usize;
-    let rebuilt = visible.history(&name, limit).await?;
+    // One more than answered: the oldest answered revision's diff needs the one before.
+    let rebuilt = visible.history(&name, limit + 1).await?;
     if rebuilt.is_empty() {
         return Err(ApiError::not_found("no history of such a resource"));
     }
@@ -69,7 +70,7 @@ pub(crate) async fn history(
         .iter()
         .map(|r| r.object.clone().map(redact::object))
         .collect();
-    let revisions = rebuilt
+    let mut revisions: Vec<RevisionView> = rebuilt
         .iter()
         .enumerate()
         .map(|(i, r)| {
@@ -95,6 +96,7 @@ pub(crate) async fn history(
             }
         })
         .collect();
+    revisions.truncate(limit);
     Ok(Reply::ok(HistoryAnswer {
         cluster: name.cluster,
         kind: rebuilt[0].revision.kind.clone(),

@@ -11,10 +11,9 @@ use serde_json::{json, Value as Json};
 use time::OffsetDateTime;
 
 use super::{decode, rfc3339_text, success, transport_error, ElasticStorage, Pending, MAX_WINDOW};
-use crate::document::{fence_version, ResourceDocument};
+use crate::document::{fence_version, HistoryNote, ResourceDocument};
 use crate::history::{
-    ChangeCounts, ChangePage, ChangeQuery, HistoryNote, HistorySize, HistoryStorage, ObjectName,
-    Revision,
+    ChangeCounts, ChangePage, ChangeQuery, HistorySize, HistoryStorage, ObjectName, Revision,
 };
 use crate::{Bucket, StorageError};
 

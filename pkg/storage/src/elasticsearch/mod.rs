@@ -27,8 +27,8 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::config::{ElasticConfig, RefreshPolicy};
-use crate::document::{document_id, fence_version, ResourceDocument};
-use crate::history::{revise, HistoryNote, Revision};
+use crate::document::{document_id, fence_version, HistoryNote, ResourceDocument};
+use crate::history::{revise, Revision};
 use crate::window::{total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,

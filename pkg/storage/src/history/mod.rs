@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::document::{fenced, ResourceDocument};
+use crate::document::{fenced, HistoryNote, ResourceDocument};
 use crate::{Bucket, ResourceStorage, StorageError};
 
 pub use rebuild::{ObjectAt, Rebuilt};
@@ -47,19 +47,6 @@ impl Change {
     pub fn parse(text: &str) -> Option<Change> {
         Change::ALL.into_iter().find(|c| c.as_str() == text)
     }
-}
-
-/// What a write asks of history. Given by the syncer with each write its rule keeps
-/// history for; never stored in the document.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HistoryNote {
-    /// When the revision may be removed.
-    pub keep_until: OffsetDateTime,
-    /// Seen at a relist, not as it happened (karpor was away or the watch restarted).
-    pub late: bool,
-    /// Who changed it, where the object says (its `managedFields` managers with the
-    /// newest time, read before the rule trims them).
-    pub managers: Vec<String>,
 }
 
 /// One revision as stored.

@@ -1,7 +1,8 @@
 use serde_json::json;
 use time::macros::datetime;
 
-use super::{revise, Change, HistoryNote};
+use super::{revise, Change};
+use crate::document::HistoryNote;
 use crate::ResourceDocument;
 
 fn note() -> HistoryNote {

@@ -13,8 +13,8 @@ use sqlx::sqlite::{SqliteArguments, SqlitePool};
 use sqlx::{Arguments, AssertSqlSafe, Row};
 use time::OffsetDateTime;
 
-use crate::document::{document_id, fence_version, millis, ResourceDocument};
-use crate::history::{revise, HistoryNote};
+use crate::document::{document_id, fence_version, millis, HistoryNote, ResourceDocument};
+use crate::history::revise;
 use crate::window::{total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
