@@ -72,6 +72,15 @@ pub(crate) enum Command {
     /// A pod's log through a running server (`CLUSTER/NAMESPACE/POD`): the last lines, or
     /// with `-f` followed until interrupted.
     Logs(LogsArgs),
+    /// An object's revisions as karpor kept them (`CLUSTER/KIND/[NAMESPACE/]NAME`), newest
+    /// first: when, what change, who, and what changed from the one before.
+    History(HistoryArgs),
+    /// What changed in one object, as the lines of its YAML: now against `--since` ago, or
+    /// between two of its revisions (`--from RV [--to RV]`).
+    Diff(DiffArgs),
+    /// What changed where (everything, a cluster, or `CLUSTER/NAMESPACE`) over a window,
+    /// newest first, with counts by change type.
+    Changes(ChangesArgs),
     /// Who the server takes you for (the token's name and role) and what you may do
     /// there.
     Whoami(WhoamiArgs),
@@ -347,6 +356,76 @@ pub(crate) struct ExplainArgs {
     pub language: Option<String>,
     #[command(flatten)]
     pub server: ServerArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    /// `CLUSTER/KIND/NAME`, or `CLUSTER/KIND/NAMESPACE/NAME` (`prod/deployment/shop/web`).
+    pub target: String,
+    /// The newest this many revisions (1 to 1000).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub limit: u16,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// `json` or `yaml`: the API's answer, each revision with its object.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// One of `--since` and `--from` is needed (checked by the command: a required group
+/// would show both in the usage line as if each were required).
+#[derive(Debug, Args)]
+pub(crate) struct DiffArgs {
+    /// `CLUSTER/KIND/NAME`, or `CLUSTER/KIND/NAMESPACE/NAME` (`prod/deployment/shop/web`).
+    pub target: String,
+    /// The object this long ago (`30m`, `2h`) or at this time (RFC 3339), against now.
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    pub since: Option<String>,
+    /// The revision (its resourceVersion, as `karpor history` shows it) to compare from.
+    #[arg(long, value_name = "RV")]
+    pub from: Option<String>,
+    /// The revision to compare to (default: the newest).
+    #[arg(long, value_name = "RV", requires = "from")]
+    pub to: Option<String>,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChangesArgs {
+    /// `CLUSTER` or `CLUSTER/NAMESPACE`; every cluster when absent.
+    pub scope: Option<String>,
+    /// The window's start: how long ago (`30m`, `2h`, `7d`) or a time (RFC 3339); the
+    /// server's default is an hour ago.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// The window's end, excluded: how long ago or a time (default: now).
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Only objects of this kind (`Deployment`).
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only these change types (comma-separated, or repeated).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub change: Vec<ChangeArg>,
+    /// Page, from 1.
+    #[arg(long, default_value_t = 1)]
+    pub page: u64,
+    /// Changes per page (1 to 1000).
+    #[arg(long, default_value_t = 50)]
+    pub page_size: u64,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// A change type to filter changes by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ChangeArg {
+    Created,
+    Updated,
+    Deleted,
 }
 
 #[derive(Debug, Args)]

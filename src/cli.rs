@@ -1,6 +1,6 @@
 //! The process: parses the command line (`args.rs`), then runs a server role (`serve`,
 //! `syncer`) from its config, or a client command (`health`, `metadata`, `cluster`,
-//! `rule`, `search`, `audit`), and turns the outcome into the exit status.
+//! `rule`, `search`, `audit`, `history`, ...), and turns the outcome into the exit status.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -50,6 +50,18 @@ pub fn run() -> ExitCode {
         },
         Command::Explain(args) => match runtime() {
             Ok(rt) => rt.block_on(client::explain::run(&args)),
+            Err(code) => code,
+        },
+        Command::History(args) => match runtime() {
+            Ok(rt) => rt.block_on(client::history::run(&args)),
+            Err(code) => code,
+        },
+        Command::Diff(args) => match runtime() {
+            Ok(rt) => rt.block_on(client::diff::run(&args)),
+            Err(code) => code,
+        },
+        Command::Changes(args) => match runtime() {
+            Ok(rt) => rt.block_on(client::changes::run(&args)),
             Err(code) => code,
         },
         Command::Whoami(args) => match runtime() {

@@ -21,7 +21,7 @@ pub(crate) async fn run(args: &DescribeArgs) -> ExitCode {
 }
 
 /// `(cluster, kind, namespace, name)` of `CLUSTER/KIND/[NAMESPACE/]NAME`.
-fn target(text: &str) -> Result<(&str, &str, &str, &str), Failed> {
+pub(super) fn target(text: &str) -> Result<(&str, &str, &str, &str), Failed> {
     let parts: Vec<&str> = text.split('/').collect();
     match parts.as_slice() {
         [cluster, kind, name] => Ok((cluster, kind, "", name)),

@@ -1,13 +1,16 @@
 //! The commands that talk to a running server's REST API (`karpor cluster`, `karpor
-//! rule`, `karpor search`, `karpor audit`, `karpor explain`, ...): the HTTP client, the token, the exit
-//! statuses, and how answers are printed. Exit 0 done, 1 refused by the server (its
-//! message on stderr), 2 unreachable.
+//! rule`, `karpor search`, `karpor audit`, `karpor explain`, `karpor history`, ...): the
+//! HTTP client, the token, the exit statuses, and how answers are printed. Exit 0 done, 1
+//! refused by the server (its message on stderr), 2 unreachable.
 
 pub(crate) mod audit;
+pub(crate) mod changes;
 pub(crate) mod cluster;
 pub(crate) mod describe;
+pub(crate) mod diff;
 pub(crate) mod explain;
 mod frames;
+pub(crate) mod history;
 pub(crate) mod logs;
 mod output;
 pub(crate) mod relation;

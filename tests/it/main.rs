@@ -12,6 +12,7 @@ mod audit;
 mod backend_health;
 mod cli;
 mod cli_daily;
+mod cli_history;
 mod helm_chart;
 mod karpor_contract;
 mod logs;
