@@ -32,12 +32,9 @@ pub(super) fn target(text: &str) -> Result<(&str, &str, &str, &str), Failed> {
     }
 }
 
-/// The object `CLUSTER/KIND/[NAMESPACE/]NAME` names, and its full locator (the object's
-/// own apiVersion and spelling), for the routes that need one.
-pub(super) async fn fetch(
-    api: &Api,
-    target_text: &str,
-) -> Result<(DetailedObject, String), Failed> {
+/// The query naming the object of `CLUSTER/KIND/[NAMESPACE/]NAME` (no namespace for a
+/// cluster-scoped one).
+pub(super) fn locator(target_text: &str) -> Result<String, Failed> {
     let (cluster, kind, namespace, name) = target(target_text)?;
     let mut locator = format!(
         "cluster={}&kind={}&name={}",
@@ -48,6 +45,17 @@ pub(super) async fn fetch(
     if !namespace.is_empty() {
         locator.push_str(&format!("&namespace={}", encode(namespace)));
     }
+    Ok(locator)
+}
+
+/// The object `CLUSTER/KIND/[NAMESPACE/]NAME` names, and its full locator (the object's
+/// own apiVersion and spelling), for the routes that need one.
+pub(super) async fn fetch(
+    api: &Api,
+    target_text: &str,
+) -> Result<(DetailedObject, String), Failed> {
+    let (cluster, ..) = target(target_text)?;
+    let locator = locator(target_text)?;
     let detailed: DetailedObject = api
         .get(
             reqwest::Method::GET,

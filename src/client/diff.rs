@@ -10,7 +10,8 @@ use karpor_api::types::{DetailedObject, RevisionView};
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
-use super::history::{emit, locator, revisions, seen, Paint, MAX_REVISIONS};
+use super::describe::locator;
+use super::history::{emit, revisions, seen, Paint, MAX_REVISIONS};
 use super::{finish, refused, text, Api, Failed};
 use crate::args::DiffArgs;
 

@@ -12,9 +12,9 @@ use karpor_api::types::{HistoryAnswer, RevisionView};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::describe::target;
+use super::describe::locator;
 use super::output::{print_json, print_yaml};
-use super::{encode, finish, time_text, Api, Failed};
+use super::{finish, time_text, Api, Failed};
 use crate::args::{HistoryArgs, Output};
 
 /// Revisions the API answers at most.
@@ -25,22 +25,6 @@ const RESOURCE_VERSION: &str = "/metadata/resourceVersion";
 
 pub(crate) async fn run(args: &HistoryArgs) -> ExitCode {
     finish(history(args).await)
-}
-
-/// The query naming the object of `CLUSTER/KIND/[NAMESPACE/]NAME` (no namespace for a
-/// cluster-scoped one).
-pub(super) fn locator(target_text: &str) -> Result<String, Failed> {
-    let (cluster, kind, namespace, name) = target(target_text)?;
-    let mut locator = format!(
-        "cluster={}&kind={}&name={}",
-        encode(cluster),
-        encode(kind),
-        encode(name)
-    );
-    if !namespace.is_empty() {
-        locator.push_str(&format!("&namespace={}", encode(namespace)));
-    }
-    Ok(locator)
 }
 
 /// The object's newest `limit` revisions, each with the object as it was.

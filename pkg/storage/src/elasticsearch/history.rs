@@ -174,11 +174,7 @@ impl ElasticStorage {
         &self,
         documents: &[ResourceDocument],
     ) -> Result<HashMap<String, ResourceDocument>, StorageError> {
-        let ids: Vec<String> = documents
-            .iter()
-            .filter(|d| d.history.is_some())
-            .map(ResourceDocument::id)
-            .collect();
+        let ids = crate::history::compared_ids(documents);
         if ids.is_empty() {
             return Ok(HashMap::new());
         }

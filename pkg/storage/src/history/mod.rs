@@ -153,6 +153,16 @@ pub(crate) fn revise(
     Some(revision)
 }
 
+/// The ids of the documents whose writes ask for history: those the backends read first,
+/// to compare with.
+pub(crate) fn compared_ids(documents: &[ResourceDocument]) -> Vec<String> {
+    documents
+        .iter()
+        .filter(|d| d.history.is_some())
+        .map(ResourceDocument::id)
+        .collect()
+}
+
 /// Whether two objects differ in nothing but `metadata.resourceVersion`.
 fn same_but_version(a: &Value, b: &Value) -> bool {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
