@@ -5,10 +5,20 @@
 //! started and timed until every one is searchable, with resident memory before and
 //! after; beside it, in the same run, the same documents bulk-written straight into a
 //! fresh storage of the same kind (the raw ingest rate the syncer is compared with).
+//!
+//! History's cost, in the same run: four passes, each a fresh storage and syncer over the
+//! same objects, with history on, off, off, on (`syncer.history.enabled`). Each pass is
+//! timed to its initial sync (a `created` revision per object, seen late), then patches
+//! its own slice of `KARPOR_BENCH_PATCHES` ConfigMaps (default 2,000; a data value
+//! changed) and is timed until storage holds every new version (an `updated` revision
+//! each). The watch keeps pace with the patches, so their wall time says little; the
+//! process's CPU time over the pass, less that of the same patches sent with no syncer
+//! running, is the syncer's cost per update.
 
 #![allow(clippy::unwrap_used)] // a benchmark stops at its first failure
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -17,9 +27,11 @@ use karpor_core::model::{
 };
 use karpor_health::{HealthChecker, HealthMetrics, Settings};
 use karpor_metastore::MetastoreConfig;
-use karpor_storage::{ResourceDocument, StorageConfig};
-use karpor_syncer::{SyncSettings, Syncer, SyncerParts};
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use karpor_storage::{ResourceDocument, Storage, StorageConfig};
+use karpor_syncer::{HistorySettings, SyncSettings, Syncer, SyncerParts};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig as KubeKubeconfig};
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
@@ -52,6 +64,228 @@ fn configmaps() -> ApiResource {
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
         plural: "configmaps".into(),
+    }
+}
+
+/// CPU time of this process so far (user and system), in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // The fields after the command's closing parenthesis: state is the 3rd, utime the 14th.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0 // USER_HZ, 100 on Linux
+}
+
+/// A changed data value for each ConfigMap of `which`; their uids and new
+/// resourceVersions.
+async fn patch(
+    api: &Api<DynamicObject>,
+    which: std::ops::Range<usize>,
+    round: usize,
+) -> Vec<(String, u64)> {
+    futures::stream::iter(which)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let data = json!({"data": {"config.yaml": format!(
+                    "replicas: {}\nimage: nginx:1.{}\nport: 8080\nlog: debug\n", i % 7, 26 + round
+                )}});
+                let patched = api
+                    .patch(
+                        &format!("cm-{i:06}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(data),
+                    )
+                    .await
+                    .unwrap();
+                let version = patched.metadata.resource_version.unwrap().parse().unwrap();
+                (patched.metadata.uid.unwrap(), version)
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await
+}
+
+fn stored_version(document: Option<ResourceDocument>) -> u64 {
+    document.map_or(0, |d| d.resource_version.parse().unwrap_or(0))
+}
+
+/// RSS and anonymous memory (KiB) before and after, the peak RSS, and (count, RSS) at
+/// half the objects.
+type Memory = (u64, u64, u64, u64, u64, (u64, u64));
+
+/// One syncer's pass: what it took to list and store every object, then to store the
+/// changes of the objects in `slice`.
+struct Pass {
+    history: bool,
+    dir: tempfile::TempDir,
+    storage: Arc<dyn Storage>,
+    synced: Duration,
+    sync_cpu: f64,
+    sync_revisions: u64,
+    patched: Duration,
+    lag: Duration,
+    patch_cpu: f64,
+    revisions: u64,
+    memory: Option<Memory>,
+}
+
+impl Pass {
+    fn rate(&self, objects: usize) -> f64 {
+        objects as f64 / self.synced.as_secs_f64()
+    }
+}
+
+async fn revisions(storage: &Arc<dyn Storage>) -> u64 {
+    let sizes = storage.history_sizes().await.unwrap();
+    sizes.iter().map(|s| s.revisions).sum()
+}
+
+async fn sync_pass(
+    api: &Api<DynamicObject>,
+    kubeconfig: &str,
+    ns: &str,
+    objects: usize,
+    history: bool,
+    memory: bool,
+    slice: std::ops::Range<usize>,
+) -> Pass {
+    let dir = tempfile::tempdir().unwrap();
+    let metastore = karpor_metastore::connect(&MetastoreConfig::Sqlite {
+        path: dir.path().join("meta.db"),
+        encryption_key_file: None,
+    })
+    .await
+    .unwrap();
+    let storage = karpor_storage::connect(&StorageConfig::Sqlite {
+        path: dir.path().join("resources.db"),
+    })
+    .await
+    .unwrap();
+    metastore
+        .create(SyncRule {
+            name: "bench".into(),
+            description: String::new(),
+            clusters: ClusterSelector::All,
+            resources: vec![ResourceSelector {
+                group: String::new(),
+                version: "v1".into(),
+                resource: "configmaps".into(),
+            }],
+            namespaces: vec![ns.to_owned()],
+            label_selector: None,
+            field_selector: None,
+            transform: Transform::default(),
+            keep_after_delete: false,
+            history: None,
+        })
+        .await
+        .unwrap();
+    let mut registry = Registry::default();
+    let health = HealthChecker::new(Settings::default(), HealthMetrics::new(&mut registry));
+    let before = rss_kib();
+    let anon_before = anon_kib();
+    let stop = CancellationToken::new();
+    let mut syncer = Syncer::new(SyncerParts {
+        audit: Default::default(),
+        member: karpor_syncer::default_member(),
+        clients: karpor_syncer::client_cache(Default::default()),
+        metastore: metastore.clone(),
+        storage: storage.clone(),
+        health,
+        metrics: karpor_syncer::metrics(&mut registry),
+        settings: SyncSettings {
+            history: HistorySettings {
+                enabled: history,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    });
+    syncer.start(stop.clone());
+    let cpu = cpu_seconds();
+    let started = Instant::now();
+    metastore
+        .create(Cluster {
+            name: "bench".into(),
+            display_name: String::new(),
+            description: String::new(),
+            labels: BTreeMap::new(),
+            kubeconfig: Kubeconfig(kubeconfig.to_owned()),
+        })
+        .await
+        .unwrap();
+    let mut peak = before;
+    let mut at_half = None;
+    loop {
+        let count = storage.count(Some("bench")).await.unwrap();
+        if memory {
+            peak = peak.max(rss_kib());
+            if count >= objects as u64 / 2 && at_half.is_none() {
+                at_half = Some((count, rss_kib()));
+            }
+        }
+        if count >= objects as u64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let synced = started.elapsed();
+    let sync_cpu = cpu_seconds() - cpu;
+    let (after, anon_after) = (rss_kib(), anon_kib());
+    let memory = memory.then(|| {
+        (
+            before,
+            after,
+            anon_before,
+            anon_after,
+            peak.max(after),
+            at_half.unwrap(),
+        )
+    });
+    let sync_revisions = revisions(&storage).await;
+
+    // The steady state: changes seen by the watch, each stored as an update.
+    let cpu = cpu_seconds();
+    let started = Instant::now();
+    let changed = patch(api, slice.clone(), slice.start / slice.len().max(1)).await;
+    let sent = started.elapsed();
+    let (last_uid, last) = changed.iter().max_by_key(|(_, v)| *v).unwrap().clone();
+    loop {
+        // The writer stores a watch's events in order: the newest stored, all are.
+        if stored_version(storage.get("bench", &last_uid).await.unwrap()) >= last {
+            let mut all = true;
+            for (uid, version) in &changed {
+                all &= stored_version(storage.get("bench", uid).await.unwrap()) >= *version;
+            }
+            if all {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let patched = started.elapsed();
+    let patch_cpu = cpu_seconds() - cpu;
+    let revisions = revisions(&storage).await;
+    stop.cancel();
+    syncer.join().await;
+    eprintln!(
+        "pass, history {history}: synced in {synced:?}, {} patches sent in {sent:?}, stored after {patched:?}",
+        changed.len()
+    );
+    Pass {
+        history,
+        dir,
+        storage,
+        synced,
+        sync_cpu,
+        sync_revisions,
+        patched,
+        lag: patched.saturating_sub(sent),
+        patch_cpu,
+        revisions,
+        memory,
     }
 }
 
@@ -106,82 +340,29 @@ async fn main() {
         .await;
     eprintln!("created {objects} ConfigMaps in {:?}", started.elapsed());
 
-    let dir = tempfile::tempdir().unwrap();
-    let metastore = karpor_metastore::connect(&MetastoreConfig::Sqlite {
-        path: dir.path().join("meta.db"),
-        encryption_key_file: None,
-    })
-    .await
-    .unwrap();
-    let storage = karpor_storage::connect(&StorageConfig::Sqlite {
-        path: dir.path().join("resources.db"),
-    })
-    .await
-    .unwrap();
-    metastore
-        .create(SyncRule {
-            name: "bench".into(),
-            description: String::new(),
-            clusters: ClusterSelector::All,
-            resources: vec![ResourceSelector {
-                group: String::new(),
-                version: "v1".into(),
-                resource: "configmaps".into(),
-            }],
-            namespaces: vec![ns.clone()],
-            label_selector: None,
-            field_selector: None,
-            transform: Transform::default(),
-            keep_after_delete: false,
-            history: None,
-        })
-        .await
-        .unwrap();
-    let mut registry = Registry::default();
-    let health = HealthChecker::new(Settings::default(), HealthMetrics::new(&mut registry));
-    let before = rss_kib();
-    let anon_before = anon_kib();
-    let stop = CancellationToken::new();
-    let mut syncer = Syncer::new(SyncerParts {
-        audit: Default::default(),
-        member: karpor_syncer::default_member(),
-        clients: karpor_syncer::client_cache(Default::default()),
-        metastore: metastore.clone(),
-        storage: storage.clone(),
-        health,
-        metrics: karpor_syncer::metrics(&mut registry),
-        settings: SyncSettings::default(),
-    });
-    syncer.start(stop.clone());
-    let started = Instant::now();
-    metastore
-        .create(Cluster {
-            name: "bench".into(),
-            display_name: String::new(),
-            description: String::new(),
-            labels: BTreeMap::new(),
-            kubeconfig: Kubeconfig(kubeconfig),
-        })
-        .await
-        .unwrap();
-    let mut peak = before;
-    let mut at_half = None;
-    loop {
-        let count = storage.count(Some("bench")).await.unwrap();
-        peak = peak.max(rss_kib());
-        if count >= objects as u64 / 2 && at_half.is_none() {
-            at_half = Some((count, rss_kib()));
-        }
-        if count >= objects as u64 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let patches: usize = std::env::var("KARPOR_BENCH_PATCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000)
+        .min(objects / 5);
+    // History on, off, off, on: each pass a fresh storage and syncer over the same
+    // objects, then its own slice of them patched; the first pass also measures memory.
+    let mut passes = Vec::new();
+    for (pass, history) in [true, false, false, true].into_iter().enumerate() {
+        let slice = pass * patches..(pass + 1) * patches;
+        passes.push(sync_pass(&api, &kubeconfig, &ns, objects, history, pass == 0, slice).await);
     }
-    let synced = started.elapsed();
-    let after = rss_kib();
-    let anon_after = anon_kib();
-    peak = peak.max(after);
-    let sync_rate = objects as f64 / synced.as_secs_f64();
+    // The patches alone, with no syncer running: the bench's own share of a patch pass.
+    let cpu = cpu_seconds();
+    let started = Instant::now();
+    patch(&api, 4 * patches..5 * patches, 4).await;
+    let (patch_only_cpu, patch_only_wall) = (cpu_seconds() - cpu, started.elapsed());
+
+    let first = &passes[0];
+    let (before, after, anon_before, anon_after, peak, (half_count, half_rss)) =
+        first.memory.unwrap();
+    let (synced, sync_rate) = (first.synced, first.rate(objects));
+    let storage = &first.storage;
 
     // The same documents, straight into a fresh storage of the same kind.
     let everything = karpor_search::parse("select * from resources").unwrap();
@@ -194,7 +375,7 @@ async fn main() {
         documents.extend(page.items);
     }
     let raw = karpor_storage::connect(&StorageConfig::Sqlite {
-        path: dir.path().join("raw.db"),
+        path: first.dir.path().join("raw.db"),
     })
     .await
     .unwrap();
@@ -203,12 +384,9 @@ async fn main() {
         raw.upsert(batch).await.unwrap();
     }
     let raw_rate = objects as f64 / started.elapsed().as_secs_f64();
-    stop.cancel();
-    syncer.join().await;
 
     // Growth over the second half alone: what each further object costs, without the
     // fixed cost of starting (client, caches, queue, batch).
-    let (half_count, half_rss) = at_half.unwrap();
     let marginal = (after.saturating_sub(half_rss) * 1024) as f64
         / (objects as u64 - half_count).max(1) as f64;
     let per_object = |from: u64, to: u64| (to.saturating_sub(from) * 1024) as f64 / objects as f64;
@@ -225,6 +403,40 @@ async fn main() {
         per_object(anon_before, anon_after),
     );
 
+    // History on against off.
+    println!("\nHistory, {objects} objects listed, then {patches} of them patched (each pass its own slice); bench CPU for the patches alone: {patch_only_cpu:.2} s in {:.2} s", patch_only_wall.as_secs_f64());
+    println!("\n| pass | history | initial sync | objects/s | CPU per object | revisions | patch pass: to all stored | lag after last patch | CPU per update (less the patches' own) | revisions |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (i, p) in passes.iter().enumerate() {
+        println!(
+            "| {} | {} | {:.2} s | {:.0} | {:.0} µs | {} | {:.2} s | {:.0} ms | {:.0} µs | {} |",
+            i + 1,
+            if p.history { "on" } else { "off" },
+            p.synced.as_secs_f64(),
+            p.rate(objects),
+            p.sync_cpu / objects as f64 * 1e6,
+            p.sync_revisions,
+            p.patched.as_secs_f64(),
+            p.lag.as_secs_f64() * 1e3,
+            (p.patch_cpu - patch_only_cpu).max(0.0) / patches as f64 * 1e6,
+            p.revisions - p.sync_revisions,
+        );
+    }
+    let mean = |on: bool, f: &dyn Fn(&Pass) -> f64| {
+        let of: Vec<f64> = passes.iter().filter(|p| p.history == on).map(f).collect();
+        of.iter().sum::<f64>() / of.len() as f64
+    };
+    let rate = |p: &Pass| p.rate(objects);
+    let sync_cpu = |p: &Pass| p.sync_cpu;
+    let update_cpu = |p: &Pass| (p.patch_cpu - patch_only_cpu).max(1e-3);
+    let wall = |p: &Pass| p.patched.as_secs_f64();
+    println!(
+        "\nOn / off (means of two passes each): initial sync rate {:.2}, initial sync by CPU {:.2}; patches: rate by CPU {:.2}, wall time to all stored {:.2}",
+        mean(true, &rate) / mean(false, &rate),
+        mean(false, &sync_cpu) / mean(true, &sync_cpu),
+        mean(false, &update_cpu) / mean(true, &update_cpu),
+        mean(false, &wall) / mean(true, &wall),
+    );
     // In slices: one collection delete of everything outlasts the server's timeout.
     for app in 0..50 {
         let slice = ListParams::default().labels(&format!("app=app-{app}"));
