@@ -81,7 +81,7 @@ try {
 
   await page.locator("#clusters tbody tr").first().waitFor();
   // What changed in the last hour: the objects karpor has seen come in.
-  await page.locator("#changes tbody tr").first().waitFor();
+  await page.locator("#changes tbody tr").first().waitFor({ timeout: 60_000 });
   console.log(`changed in the last hour: ${await page.locator("#changes-note").innerText()}`);
   if (await page.locator("#clusters-empty").isVisible()) throw new Error("empty-state hint beside clusters");
   console.log(`clusters shown: ${(await page.locator("#clusters tbody tr").allInnerTexts()).join(" | ")}`);
