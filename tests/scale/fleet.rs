@@ -87,8 +87,12 @@ impl Fleet {
     }
 
     pub(crate) fn start(&mut self, name: &str) {
+        // History off: this suite is about ownership through faults. With it on, each
+        // batch on the Elasticsearch-API test server also reads the stored documents and
+        // writes revisions, and 20 of 30 clusters were not equal 60 s after SIGCONT
+        // (issue 29's note: history's cost under faults is open).
         let config = format!(
-            "{}syncer: {{member: {name}, lease_ttl: {}s}}\nshutdown: {{drain_delay: 500ms}}\n",
+            "{}syncer: {{member: {name}, lease_ttl: {}s, history: {{enabled: false}}}}\nshutdown: {{drain_delay: 500ms}}\n",
             self.head,
             TTL.as_secs()
         );
