@@ -357,28 +357,28 @@ impl Visible {
     }
 }
 
-/// History, as the caller may see it: an object's only when the caller sees the object
-/// (by name, in its cluster), changes only within the scope.
+/// History, as the caller may see it: each revision judged by the object it is of (its
+/// own cluster, namespace, kind and name, not the ones asked for), changes only within the
+/// scope.
 impl Visible {
-    fn sees(&self, name: &karpor_storage::ObjectName) -> bool {
+    fn sees(&self, revision: &karpor_storage::Revision) -> bool {
         self.object(Object {
-            cluster: &name.cluster,
-            namespace: Some(name.namespace.as_str()).filter(|n| !n.is_empty()),
-            kind: &name.kind,
-            name: &name.name,
+            cluster: &revision.cluster,
+            namespace: Some(revision.namespace.as_str()).filter(|n| !n.is_empty()),
+            kind: &revision.kind,
+            name: &revision.name,
         })
     }
 
-    /// The newest `limit` revisions of an object; none outside the scope.
+    /// The newest `limit` revisions of an object the caller sees.
     pub(crate) async fn history(
         &self,
         name: &karpor_storage::ObjectName,
         limit: usize,
     ) -> Result<Vec<karpor_storage::Rebuilt>, StorageError> {
-        if !self.sees(name) {
-            return Ok(Vec::new());
-        }
-        self.storage.history(name, limit).await
+        let mut rebuilt = self.storage.history(name, limit).await?;
+        rebuilt.retain(|r| self.sees(&r.revision));
+        Ok(rebuilt)
     }
 
     /// The object as it was at `at`; `None` outside the scope.
@@ -387,10 +387,21 @@ impl Visible {
         name: &karpor_storage::ObjectName,
         at: time::OffsetDateTime,
     ) -> Result<Option<karpor_storage::ObjectAt>, StorageError> {
-        if !self.sees(name) {
-            return Ok(None);
-        }
-        self.storage.object_at(name, at).await
+        let found = self.storage.object_at(name, at).await?;
+        Ok(found.filter(|found| {
+            let object = &found.object;
+            let metadata = &object["metadata"];
+            // Storage found it by these names: they stand in where the object omits one.
+            self.object(Object {
+                cluster: &name.cluster,
+                namespace: metadata["namespace"]
+                    .as_str()
+                    .or(Some(name.namespace.as_str()))
+                    .filter(|n| !n.is_empty()),
+                kind: object["kind"].as_str().unwrap_or(&name.kind),
+                name: metadata["name"].as_str().unwrap_or(&name.name),
+            })
+        }))
     }
 
     fn scoped_changes(&self, query: &ChangeQuery) -> ChangeQuery {

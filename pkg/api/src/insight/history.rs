@@ -165,7 +165,7 @@ pub(crate) async fn changes(
     if until < since {
         return Err(ApiError::bad_request("until is before since"));
     }
-    let changes = match params.change.as_deref() {
+    let mut changes: Vec<Change> = match params.change.as_deref() {
         None | Some("") => Vec::new(),
         Some(list) => list
             .split(',')
@@ -178,6 +178,9 @@ pub(crate) async fn changes(
             })
             .collect::<Result<_, _>>()?,
     };
+    // Each type once: a list repeating one is no longer a query.
+    changes.sort_by_key(|c| c.as_str());
+    changes.dedup();
     let page = bounded(params.page.as_deref(), 1, u64::MAX)
         .map_err(|e| ApiError::bad_request(format!("page: {e}")))?;
     let page_size = bounded(

@@ -98,7 +98,7 @@ impl Revision {
 
     /// The bytes it takes as stored (its patch and state as JSON text), for the sizes
     /// reported in metrics.
-    pub fn stored_bytes(&self) -> usize {
+    pub(crate) fn stored_bytes(&self) -> usize {
         let text = |v: &Option<Value>| v.as_ref().map_or(0, |v| v.to_string().len());
         text(&self.back) + text(&self.state)
     }
@@ -276,8 +276,7 @@ pub trait HistoryStorage: ResourceStorage {
     /// Revisions and bytes per cluster.
     async fn history_sizes(&self) -> Result<Vec<HistorySize>, StorageError>;
 
-    /// The newest `limit` revisions of an object, each with its object and the patch
-    /// from the one before.
+    /// The newest `limit` revisions of an object, each with its object.
     async fn history(
         &self,
         object: &ObjectName,

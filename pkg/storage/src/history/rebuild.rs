@@ -10,15 +10,14 @@ use crate::StorageError;
 /// Revisions walked back at most to rebuild one object at a time.
 pub(crate) const MAX_WALK: usize = 10_000;
 
-/// A revision with the object as it was then and what changed from the one before.
+/// A revision with the object as it was then (what changed is between it and the next
+/// older one's, once the reader has redacted both).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rebuilt {
     pub revision: Revision,
     /// `None` when it cannot be rebuilt (the object was changed while history was off for
     /// it, so a patch no longer applies).
     pub object: Option<Value>,
-    /// From the previous revision's object to this one's (RFC 6902): for updates.
-    pub diff: Option<Value>,
 }
 
 /// An object as it was at a time.
@@ -29,7 +28,7 @@ pub struct ObjectAt {
     pub revision: Option<Revision>,
 }
 
-/// Each revision (newest first) with its object and forward diff.
+/// Each revision (newest first) with its object.
 pub(crate) async fn rebuild<S: HistoryStorage + ?Sized>(
     storage: &S,
     revisions: Vec<Revision>,
@@ -47,16 +46,9 @@ pub(crate) async fn rebuild<S: HistoryStorage + ?Sized>(
         let mut state = newest_state(storage, &run[0]).await?;
         for revision in run {
             let (object, before) = step(revision, state);
-            let diff = match (&before, &object, revision.change) {
-                (Some(before), Some(object), Change::Updated) => Some(
-                    serde_json::to_value(json_patch::diff(before, object)).unwrap_or(Value::Null),
-                ),
-                _ => None,
-            };
             out.push(Rebuilt {
                 revision: revision.clone(),
                 object,
-                diff,
             });
             state = before;
         }

@@ -53,6 +53,8 @@ pub(super) async fn insert(
 ) -> Result<(), StorageError> {
     for r in revisions {
         let text = |v: &Option<serde_json::Value>| v.as_ref().map(|v| v.to_string());
+        let (back, state) = (text(&r.back), text(&r.state));
+        let bytes = back.as_ref().map_or(0, String::len) + state.as_ref().map_or(0, String::len);
         sqlx::query(
             "INSERT OR IGNORE INTO revisions (cluster, uid, resource_version, version, \
              api_version, kind, kind_lower, namespace, name, change, seen_at, late, managers, \
@@ -72,9 +74,9 @@ pub(super) async fn insert(
         .bind(millis(r.seen_at))
         .bind(r.late)
         .bind(serde_json::to_string(&r.managers).unwrap_or_default())
-        .bind(text(&r.back))
-        .bind(text(&r.state))
-        .bind(r.stored_bytes() as i64)
+        .bind(back)
+        .bind(state)
+        .bind(bytes as i64)
         .bind(millis(r.keep_until))
         .execute(&mut **tx)
         .await

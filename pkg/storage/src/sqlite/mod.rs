@@ -187,7 +187,13 @@ impl ResourceStorage for SqliteStorage {
     }
 
     async fn upsert(&self, documents: &[ResourceDocument]) -> Result<(), StorageError> {
-        let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
+        // The write lock first: the history read below would otherwise start a read
+        // transaction that another writer's commit makes impossible to upgrade (busy).
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(from_sqlx)?;
         // What history compares each write with: the stored document, then the batch's
         // own earlier version of it.
         let mut known = history::stored(&mut tx, documents).await?;
