@@ -2,21 +2,15 @@
 //! object (its YAML as karpor answers it, Secret values already out, and its audit
 //! findings), printed as it is written.
 
-use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use karpor_api::types::{AiFrame, AuditData, InterpretYamlBody};
+use karpor_api::types::{AuditData, InterpretYamlBody};
 use serde_json::Value;
 
 use super::describe::fetch;
-use super::frames::Frames;
-use super::{finish, refused, streamed, Api, Failed, EXIT_UNREACHABLE};
+use super::frames::{print_generation, MODEL_READ_TIMEOUT};
+use super::{finish, refused, streamed, Api, Failed};
 use crate::args::ExplainArgs;
-
-/// A model may think a while before its first token; silence longer than this is a dead
-/// connection (the server sends keep-alives meanwhile).
-const READ_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub(crate) async fn run(args: &ExplainArgs) -> ExitCode {
     finish(explain(args).await)
@@ -50,46 +44,13 @@ async fn explain(args: &ExplainArgs) -> Result<(), Failed> {
     };
     let path = format!("{}/insight/yaml/interpret/stream", karpor_api::PREFIX);
     let body = serde_json::to_value(&body).ok();
-    let mut response = streamed(
+    let response = streamed(
         &args.server,
         reqwest::Method::POST,
         &path,
         body,
-        READ_TIMEOUT,
+        MODEL_READ_TIMEOUT,
     )
     .await?;
-    let mut frames = Frames::<AiFrame>::default();
-    let mut out = std::io::stdout().lock();
-    loop {
-        let chunk = response
-            .chunk()
-            .await
-            .map_err(|e| Failed(EXIT_UNREACHABLE, format!("the stream broke: {e}")))?;
-        let Some(chunk) = chunk else {
-            return Err(refused(
-                "the stream ended before the explanation was complete",
-            ));
-        };
-        for frame in frames.push(&chunk) {
-            match frame.kind.as_str() {
-                "chunk" => {
-                    let text = frame.content.unwrap_or_default();
-                    // A closed pipe (`| head`) ends the command quietly.
-                    if out
-                        .write_all(text.as_bytes())
-                        .and_then(|()| out.flush())
-                        .is_err()
-                    {
-                        return Ok(());
-                    }
-                }
-                "complete" => {
-                    let _ = writeln!(out);
-                    return Ok(());
-                }
-                "error" => return Err(refused(frame.content.unwrap_or_default())),
-                _ => {}
-            }
-        }
-    }
+    print_generation(response, "explanation").await
 }

@@ -1,9 +1,14 @@
 //! Server-sent event frames (a pod log's lines, an AI stream's frames), from chunks that
 //! may split them anywhere.
 
+use std::io::Write;
 use std::marker::PhantomData;
+use std::time::Duration;
 
+use karpor_api::types::AiFrame;
 use serde::de::DeserializeOwned;
+
+use super::{refused, Failed, EXIT_UNREACHABLE};
 
 pub(super) struct Frames<T> {
     pending: Vec<u8>,
@@ -35,6 +40,52 @@ impl<T: DeserializeOwned> Frames<T> {
             }
         }
         frames
+    }
+}
+
+/// A model may think a while before its first token; silence longer than this is a dead
+/// connection (the server sends keep-alives meanwhile).
+pub(super) const MODEL_READ_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Prints a model's `what` (an explanation, a diagnosis) from an AI stream as it is
+/// written; fails on an `error` frame or a stream that ends before `complete`.
+pub(super) async fn print_generation(
+    mut response: reqwest::Response,
+    what: &str,
+) -> Result<(), Failed> {
+    let mut frames = Frames::<AiFrame>::default();
+    let mut out = std::io::stdout().lock();
+    loop {
+        let chunk = response
+            .chunk()
+            .await
+            .map_err(|e| Failed(EXIT_UNREACHABLE, format!("the stream broke: {e}")))?;
+        let Some(chunk) = chunk else {
+            return Err(refused(format!(
+                "the stream ended before the {what} was complete"
+            )));
+        };
+        for frame in frames.push(&chunk) {
+            match frame.kind.as_str() {
+                "chunk" => {
+                    let text = frame.content.unwrap_or_default();
+                    // A closed pipe (`| head`) ends the command quietly.
+                    if out
+                        .write_all(text.as_bytes())
+                        .and_then(|()| out.flush())
+                        .is_err()
+                    {
+                        return Ok(());
+                    }
+                }
+                "complete" => {
+                    let _ = writeln!(out);
+                    return Ok(());
+                }
+                "error" => return Err(refused(frame.content.unwrap_or_default())),
+                _ => {}
+            }
+        }
     }
 }
 

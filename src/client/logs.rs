@@ -1,14 +1,15 @@
 //! `karpor logs CLUSTER/NAMESPACE/POD [-c C] [-f] [--tail N]`: a pod's log through the
 //! server (which reads it from the cluster; it never passes through storage). Without
 //! `-f` the log so far (the server's download); with `-f` its stream, line by line, until
-//! interrupted or the server ends it.
+//! interrupted or the server ends it; with `--diagnose` the model service's diagnosis of
+//! its newest lines, printed as it is written.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use karpor_api::types::LogLine;
+use karpor_api::types::{DiagnosePodLogBody, LogLine};
 
-use super::frames::Frames;
+use super::frames::{print_generation, Frames, MODEL_READ_TIMEOUT};
 use super::{encode, finish, refused, streamed, Failed, EXIT_UNREACHABLE};
 use crate::args::LogsArgs;
 
@@ -30,10 +31,13 @@ fn target(text: &str) -> Result<(&str, &str, &str), Failed> {
     }
 }
 
-/// The request's path and query.
+/// The request's path and query: the log's, or with `--diagnose` its diagnosis's.
 fn path(args: &LogsArgs) -> Result<String, Failed> {
     let (cluster, namespace, pod) = target(&args.target)?;
-    let mut query = vec![format!("download={}", !args.follow)];
+    let mut query = Vec::new();
+    if !args.diagnose {
+        query.push(format!("download={}", !args.follow));
+    }
     if let Some(container) = &args.container {
         query.push(format!("container={}", encode(container)));
     }
@@ -46,8 +50,13 @@ fn path(args: &LogsArgs) -> Result<String, Failed> {
     if args.timestamps {
         query.push("timestamps=true".to_owned());
     }
+    let diagnosis = if args.diagnose {
+        "/diagnosis/stream"
+    } else {
+        ""
+    };
     Ok(format!(
-        "{}/insight/aggregator/log/pod/{}/{}/{}?{}",
+        "{}/insight/aggregator/log/pod/{}/{}/{}{diagnosis}?{}",
         karpor_api::PREFIX,
         encode(cluster),
         encode(namespace),
@@ -56,7 +65,26 @@ fn path(args: &LogsArgs) -> Result<String, Failed> {
     ))
 }
 
+/// The model's diagnosis of the newest lines, as it is written.
+async fn diagnose(args: &LogsArgs) -> Result<(), Failed> {
+    let body = DiagnosePodLogBody {
+        language: args.language.clone(),
+    };
+    let response = streamed(
+        &args.server,
+        reqwest::Method::POST,
+        &path(args)?,
+        serde_json::to_value(&body).ok(),
+        MODEL_READ_TIMEOUT,
+    )
+    .await?;
+    print_generation(response, "diagnosis").await
+}
+
 async fn logs(args: &LogsArgs) -> Result<(), Failed> {
+    if args.diagnose {
+        return diagnose(args).await;
+    }
     let mut response = streamed(
         &args.server,
         reqwest::Method::GET,

@@ -3,7 +3,7 @@
 //! the test. The stream's frames (the tail, timestamps apart, the container forwarded),
 //! following, the download, a cluster credential without `pods/log`, who may read logs,
 //! the stream bounds (per caller, how long), bad parameters, nothing of a log in storage,
-//! and `karpor logs`.
+//! `karpor logs`, and a diagnosis of the newest lines by the shared test model server.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use karpor_testkit::api::{Client, GUEST};
 use karpor_testkit::cluster::{kube_name, namespaces, resource, Kube, LIMIT};
 use karpor_testkit::kubelet::{self, Kubelet, Node};
+use karpor_testkit::model::ModelServer;
 use karpor_testkit::process::{wait_for, Karpor, Spawn, EMBEDDED};
 use kube::api::{ApiResource, DeleteParams, ListParams};
 use serde_json::{json, Value};
@@ -864,4 +865,152 @@ async fn pod_log_cli_prints_the_tail_follows_and_fails_with_the_status() {
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.starts_with("karpor: 404"), "{err}");
     assert!(err.contains("no-such-pod"), "{err}");
+}
+
+/// How long a generation may take at the one shared test model server, queued behind
+/// other tests' generations.
+const MODEL_LIMIT: Duration = Duration::from_secs(300);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_log_diagnosis_reads_the_newest_lines_within_the_role_and_the_bounds() {
+    let Some(model) = ModelServer::shared() else {
+        return;
+    };
+    // Lines only this test sends, one with a credential in it.
+    let marker = karpor_testkit::unique("diagnosed");
+    let mut log: Vec<String> = (0..20).map(|i| format!("{marker} line {i}")).collect();
+    log[18] = format!("{marker} connecting with password=hunter2-{marker}");
+    let config = format!(
+        "server: {{syncer: false, limits: {{request_timeout: 6m, live: {{streams_per_caller: 1}}}}, \
+         connections: {{idle_timeout: 7m}}}}\nshutdown: {{drain_delay: 1s}}\n\
+         auth:\n  tokens:\n  - {{name: viewer, role: guest, token: {GUEST}}}\n\
+         ai:\n  base_url: {}\n  model: {}\n  api_key: {}\n  max_tokens: 20\n  first_token_timeout: 5m\n",
+        model.url, model.name, model.key
+    );
+    let scene = Scene::with(&config, Kubelet::start(log.clone()), None).await;
+    let token = scene.karpor.local_token();
+    let diagnose = |token: Option<String>, query: &str| {
+        let path = scene.path(query).replacen('?', "/diagnosis/stream?", 1);
+        let mut request = scene
+            .http
+            .post(scene.karpor.url(&path))
+            .json(&json!({"language": "en"}));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            tokio::time::timeout(MODEL_LIMIT, request.send())
+                .await
+                .expect("an answer in time")
+                .unwrap()
+        }
+    };
+
+    // The role that reads logs (admin by default) and nothing asked of the cluster or
+    // the model before it.
+    let mark = model.mark();
+    let (status, answer) = refusal(diagnose(None, "container=web").await).await;
+    assert_eq!(status, 401, "{answer}");
+    let (status, answer) = refusal(diagnose(Some(GUEST.into()), "container=web").await).await;
+    assert_eq!(status, 403, "{answer}");
+    assert!(message(&answer).contains("auth.pod_logs"), "{answer}");
+    let (status, answer) = refusal(diagnose(Some(token.clone()), "tailLines=0").await).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(message(&answer).contains("tailLines"), "{answer}");
+    assert!(
+        scene.kubelet.requests().is_empty(),
+        "refused before the cluster"
+    );
+    assert!(!model.log_contains(&marker), "refused before the model");
+
+    // The newest 5 lines, read by karpor, reach the model scrubbed; the stream completes.
+    let mut frames =
+        Sse::of(diagnose(Some(token.clone()), "container=web&tailLines=5").await).await;
+    let deadline = tokio::time::Instant::now() + MODEL_LIMIT;
+    let mut kinds = Vec::new();
+    while let Some(frame) = frames.next_by(deadline).await {
+        kinds.push(frame["type"].as_str().unwrap_or_default().to_owned());
+        assert_ne!(frame["type"], "error", "{frame}");
+    }
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("start"),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("complete"),
+        "{kinds:?}"
+    );
+    let asked = scene.asked("web");
+    assert_eq!(asked.len(), 1, "{:?}", scene.kubelet.requests());
+    assert_eq!(asked[0].get("tailLines").map(String::as_str), Some("5"));
+    assert_ne!(asked[0].get("follow").map(String::as_str), Some("true"));
+    let sent: Vec<Value> = model
+        .requests_since(mark)
+        .into_iter()
+        .filter(|r| r["body"].to_string().contains(&marker))
+        .collect();
+    assert_eq!(sent.len(), 1, "the model was asked once");
+    let prompt = sent[0]["body"].to_string();
+    for i in [15, 16, 17, 19] {
+        assert!(
+            prompt.contains(&format!("{marker} line {i}")),
+            "line {i}: {prompt}"
+        );
+    }
+    assert!(!prompt.contains(&format!("{marker} line 14")), "{prompt}");
+    assert!(
+        !model.log_contains(&format!("hunter2-{marker}")),
+        "a credential reached the model"
+    );
+
+    // From the command line: the diagnosis printed as it is written.
+    let target = format!("{CLUSTER}/{}/{}", scene.ns, scene.pod);
+    let (code, out, err) =
+        karpor_logs(&scene, &[&target, "-c", "web", "--tail", "3", "--diagnose"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.trim().is_empty(), "the diagnosis is printed: {err}");
+    let asked = scene.asked("web");
+    assert_eq!(
+        asked
+            .last()
+            .and_then(|q| q.get("tailLines"))
+            .map(String::as_str),
+        Some("3")
+    );
+
+    // A pod the cluster does not have is the cluster's 404, in the envelope.
+    let path = format!(
+        "/rest-api/v1/insight/aggregator/log/pod/{CLUSTER}/{}/no-such-pod/diagnosis/stream",
+        scene.ns
+    );
+    let response = scene
+        .http
+        .post(scene.karpor.url(&path))
+        .bearer_auth(&token)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    let (status, answer) = refusal(response).await;
+    assert_eq!(status, 404, "{answer}");
+
+    // Reading the lines holds one of the caller's streams: with its only one taken by a
+    // followed log, the diagnosis is refused before the model is asked.
+    let mut followed = scene.stream("container=web&tailLines=1").await;
+    assert_eq!(followed.content().await, log[19]);
+    let mark = model.mark();
+    let response = diagnose(Some(token.clone()), "container=web").await;
+    assert!(response.headers().get("retry-after").is_some());
+    let (status, answer) = refusal(response).await;
+    assert_eq!(status, 429, "{answer}");
+    drop(followed);
+    assert!(
+        model
+            .requests_since(mark)
+            .iter()
+            .all(|r| !r["body"].to_string().contains(&marker)),
+        "a refused diagnosis asked the model"
+    );
 }

@@ -5,7 +5,7 @@
 //! result's hint, a bad query's message, refreshes that never overlap on a slow server,
 //! and the Storage check turning red once its server is killed, the clusters still
 //! listed; a pod's log, its last lines and then followed (from a kubelet stand-in); with
-//! the shared test model server, a natural-language search showing the query that ran
+//! the shared test model server, the log's diagnosis, a natural-language search showing the query that ran
 //! (or the server's 400 showing it) and an object's explanation streamed in. No console
 //! errors. The driver is tests/ui/browser.mjs (playwright-core); a screenshot lands in
 //! target/.
@@ -191,6 +191,17 @@ async fn the_page_shows_health_clusters_and_search_in_a_real_browser() {
             .iter()
             .any(|r| r.contains("/containerLogs/") && r.contains("follow=true")),
         "the page followed the log: {:?}",
+        kubelet.requests()
+    );
+    assert!(
+        kubelet
+            .requests()
+            .iter()
+            .any(|r| r.contains("/containerLogs/")
+                && !r.contains("follow=true")
+                && r.contains("tailLines=200")
+                && !r.contains("limitBytes")),
+        "the server read the lines it diagnosed: {:?}",
         kubelet.requests()
     );
     karpor_testkit::kubelet::delete_pods(&kube, &ns).await;

@@ -156,6 +156,18 @@ try {
   await page.waitForFunction(() => /follow \d+/.test(document.getElementById("logs").textContent));
   await page.click("#logs-stop");
   console.log(`followed: ${(await page.locator("#logs").innerText()).split("\n").filter((l) => l.includes("follow")).length} new lines, then stopped`);
+  // Its diagnosis: the server reads the newest lines itself and the model's answer
+  // streams into the panel.
+  await page.click("#logs-diagnose");
+  await page.waitForFunction(() => document.getElementById("explain-note").textContent !== "asking the model…",
+    null, { timeout: modelTimeout });
+  const diagnosisNote = await page.locator("#explain-note").innerText();
+  if (diagnosisNote) throw new Error(`diagnosis: ${diagnosisNote}`);
+  const diagnosisTitle = await page.locator("#explain-title").innerText();
+  if (diagnosisTitle !== "Diagnosis of the log") throw new Error(`diagnosis under "${diagnosisTitle}"`);
+  const diagnosis = await page.locator("#explanation").innerText();
+  if (!diagnosis.trim()) throw new Error("diagnosis: complete, but empty");
+  console.log(`diagnosis of ${logPod}'s log: ${JSON.stringify(diagnosis.slice(0, 80))}`);
   if (consoleErrors.length > 0) throw new Error(`console errors: ${consoleErrors.join("; ")}`);
 
   // Nothing found says why it may be so.

@@ -1,6 +1,8 @@
 //! Karpor's AI streams: explain an object's YAML or audit findings, diagnose events or a
 //! pod's log lines, as server-sent frames (`start`, `chunk`s as the model writes,
-//! `complete` or `error`). What the caller sends is scrubbed of secrets and cut to
+//! `complete` or `error`). A pod's log is diagnosed from the lines the caller sends
+//! (Karpor's route) or from the newest lines karpor reads itself, which needs the role
+//! that reads logs (`auth.pod_logs`) as the log route does. What reaches a prompt is scrubbed of secrets and cut to
 //! `ai.max_input_bytes` before it is put in a prompt ([`karpor_ai::scrub`]); a caller
 //! over its share is refused with 429 before anything is asked; a client that goes away
 //! closes the model's connection. Without a model service they answer as Karpor does
@@ -9,23 +11,26 @@
 
 use std::convert::Infallible;
 
-use axum::extract::{Extension, State};
+use axum::extract::{Extension, Path, Query as QueryParams, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use karpor_ai::prompt::{self, Language};
 use karpor_ai::{scrub, Ai, Busy, Generation, Message, Permit, Task};
+use karpor_core::names::{ClusterName, Namespace, ObjectName};
 use utoipa_axum::routes;
 
 use crate::access::{Permission, Routes};
-use crate::auth::Principal;
+use crate::auth::{Grants, Principal};
 use crate::body::Body;
 use crate::envelope::{ApiError, Unenveloped};
+use crate::live::logs::{self, PodRef, TailQuery};
 use crate::openapi::{ErrorEnvelope, Errors};
+use crate::scope::Visible;
 use crate::types::{
-    AiFrame, AuditSummaryBody, DiagnoseEventsBody, DiagnoseLogsBody, InterpretIssuesBody,
-    InterpretYamlBody,
+    AiFrame, AuditSummaryBody, DiagnoseEventsBody, DiagnoseLogsBody, DiagnosePodLogBody,
+    InterpretIssuesBody, InterpretYamlBody,
 };
 use crate::AppState;
 
@@ -37,6 +42,7 @@ const AFFECTED_SHOWN: usize = 20;
 pub(crate) fn routes() -> Routes {
     Routes::new()
         .route(Permission::Read, routes!(diagnose_logs))
+        .route(Permission::PodLogs, routes!(diagnose_pod_log))
         .route(Permission::Read, routes!(diagnose_events))
         .route(Permission::Read, routes!(interpret_yaml))
         .route(Permission::Read, routes!(interpret_issues))
@@ -143,7 +149,8 @@ asking!(
     InterpretYamlBody,
     InterpretIssuesBody,
     DiagnoseEventsBody,
-    DiagnoseLogsBody
+    DiagnoseLogsBody,
+    DiagnosePodLogBody
 );
 
 /// A stream let in: the model service, the body, what the route made of it, the
@@ -340,7 +347,7 @@ pub(crate) async fn diagnose_events(
             )
         })
         .collect();
-    let events = newest(&lines, ai.max_input_bytes());
+    let events = newest(&lines, 0, ai.max_input_bytes());
     generate(
         ai,
         Task::DiagnoseEvents,
@@ -378,7 +385,72 @@ pub(crate) async fn diagnose_logs(
         Ok(admitted) => admitted,
         Err(refused) => return *refused,
     };
-    let lines = newest(&body.logs, ai.max_input_bytes());
+    let lines = newest(&body.logs, 0, ai.max_input_bytes());
+    generate(
+        ai,
+        Task::DiagnoseLogs,
+        permit,
+        prompt::diagnose_logs(&lines, language),
+    )
+}
+
+/// Diagnoses a pod's log as karpor reads it: its newest lines, scrubbed and cut as
+/// Karpor's route cuts what a client sends.
+#[utoipa::path(post, path = "/insight/aggregator/log/pod/{cluster}/{namespace}/{name}/diagnosis/stream",
+    operation_id = "diagnosePodLog", tag = "ai", request_body = DiagnosePodLogBody,
+    params(("cluster" = String, Path), ("namespace" = String, Path), ("name" = String, Path), TailQuery),
+    responses((status = 200, description = "server-sent `AiFrame`s",
+        body = AiFrame, content_type = "text/event-stream"),
+        (status = 503, description = "no model service is configured (plain text), or the cluster did not give the log",
+        body = String, content_type = "text/plain"),
+        (status = 429, description = "over the caller's share of generations or of streams", body = ErrorEnvelope),
+        Errors))]
+#[allow(clippy::too_many_arguments)] // An axum handler takes what it reads as arguments.
+pub(crate) async fn diagnose_pod_log(
+    State(state): State<AppState>,
+    visible: Visible,
+    Extension(caller): Extension<Principal>,
+    Extension(grants): Extension<Grants>,
+    Path((cluster, namespace, name)): Path<(ClusterName, Namespace, ObjectName)>,
+    QueryParams(query): QueryParams<TailQuery>,
+    body: Result<Body<DiagnosePodLogBody>, Response>,
+) -> Response {
+    let pod = PodRef {
+        cluster,
+        namespace,
+        name,
+    };
+    let limits = state.live.limits().clone();
+    // Who may read the log and what to read are settled before a generation's place is
+    // taken, so a refusal costs the caller none of its share.
+    let Admitted {
+        ai,
+        checked: params,
+        language,
+        permit,
+        ..
+    } = match admit(&state, &caller, body, unavailable, |_| {
+        logs::may_read(&visible, &grants, &pod)?;
+        query.params(&limits)
+    }) {
+        Ok(admitted) => admitted,
+        Err(refused) => return *refused,
+    };
+    let max = ai.max_input_bytes();
+    let tail = match logs::tail(&state, &visible, &caller, &pod, &params, max).await {
+        Ok(tail) => tail,
+        Err(refusal) => return refusal,
+    };
+    if tail.lines.is_empty() {
+        let why = match tail.left_out {
+            0 => "has no lines in the window asked",
+            _ => "has no line short enough for ai.max_input_bytes",
+        };
+        let container = params.container.as_deref().unwrap_or("its only container");
+        return ApiError::bad_request(format!("pod {:?}'s log ({container}) {why}", pod.name))
+            .into_response();
+    }
+    let lines = newest(&tail.lines, tail.left_out, max);
     generate(
         ai,
         Task::DiagnoseLogs,
@@ -388,8 +460,9 @@ pub(crate) async fn diagnose_logs(
 }
 
 /// The last lines that fit in `max` bytes, scrubbed, oldest first, with a note when
-/// earlier ones were left out: the newest lines say most about what is wrong now.
-fn newest(lines: &[String], max: usize) -> String {
+/// earlier ones (and the `left_out` before them) were left out: the newest lines say
+/// most about what is wrong now.
+fn newest(lines: &[String], left_out: usize, max: usize) -> String {
     let mut kept = Vec::new();
     let mut size = 0;
     for line in lines.iter().rev() {
@@ -400,7 +473,7 @@ fn newest(lines: &[String], max: usize) -> String {
         size += line.len() + 1;
         kept.push(line);
     }
-    let left_out = lines.len() - kept.len();
+    let left_out = left_out + lines.len() - kept.len();
     kept.reverse();
     let mut text = kept.join("\n");
     if left_out > 0 {
@@ -418,7 +491,7 @@ mod tests {
         let lines: Vec<String> = (0..100)
             .map(|i| format!("line {i} token=abcdef{i}"))
             .collect();
-        let text = newest(&lines, 200);
+        let text = newest(&lines, 0, 200);
         assert!(text.starts_with("[cut by karpor: the first"), "{text}");
         assert!(text.ends_with("line 99 (redacted)"), "{text}");
         assert!(!text.contains("abcdef"));

@@ -4,8 +4,10 @@
 //! Logs are the workloads' own data: reading them is its own permission
 //! (`auth.pod_logs`), each read is a line of the access log, nothing of them reaches
 //! storage, and each stream holds a place among the caller's streams, is paced, and ends
-//! after `server.limits.live.log_stream_for`.
+//! after `server.limits.live.log_stream_for`. A diagnosis reads a pod's newest lines the
+//! same way ([`tail`]), under the same role, scope and stream bounds.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
@@ -43,6 +45,10 @@ const MAX_LINE: usize = 64 << 10;
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How much of a download is read at a time.
 const CHUNK: usize = 16 << 10;
+/// Lines read for a diagnosis when the caller asks for no `tailLines`.
+const DIAGNOSIS_TAIL_LINES: u32 = 500;
+/// How long reading a diagnosis's lines may take, the cluster's first answer included.
+const DIAGNOSIS_READ_FOR: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -72,61 +78,121 @@ pub(crate) struct LogQuery {
 impl LogQuery {
     /// The cluster's parameters for this request, within `limits`.
     fn params(&self, limits: &LiveLimits) -> Result<LogParams, ApiError> {
-        let tail_lines = match self.tail_lines.as_deref().map(str::trim) {
-            Some(text) if !text.is_empty() => {
-                let lines: u32 = text.parse().map_err(|_| {
-                    ApiError::bad_request(format!("tailLines: {text:?} is not a count of lines"))
-                })?;
-                if lines == 0 || lines > limits.log_tail_lines {
-                    return Err(ApiError::bad_request(format!(
-                        "tailLines: {lines} is not within 1..={} (server.limits.live.log_tail_lines)",
-                        limits.log_tail_lines
-                    )));
-                }
-                Some(lines)
-            }
-            _ => (!self.download).then_some(DEFAULT_TAIL_LINES),
-        };
+        let tail_lines = tail_lines(self.tail_lines.as_deref(), limits)?
+            .or((!self.download).then_some(DEFAULT_TAIL_LINES));
         Ok(LogParams {
             container: self.container.clone().map(String::from),
             follow: !self.download,
             limit_bytes: self
                 .download
                 .then(|| i64::try_from(limits.log_download_bytes).unwrap_or(i64::MAX)),
-            since_seconds: self.since_seconds()?,
+            since_seconds: since_seconds(self.since.as_deref(), self.since_time.as_deref())?,
             tail_lines: tail_lines.map(i64::from),
             timestamps: self.timestamps,
             ..LogParams::default()
         })
     }
+}
 
-    fn since_seconds(&self) -> Result<Option<i64>, ApiError> {
-        if let Some(since) = self.since.as_deref().filter(|s| !s.trim().is_empty()) {
-            let ago =
-                humantime_serde::re::humantime::parse_duration(since.trim()).map_err(|e| {
-                    ApiError::bad_request(format!(
-                        "since: {since:?}: {e} (say 30s, 5m, 1h30m or 2d)"
-                    ))
-                })?;
-            // A duration past what the cluster's field holds means the whole log.
-            return Ok(Some(
-                i64::try_from(ago.as_secs()).unwrap_or(i64::MAX).max(1),
-            ));
-        }
-        if let Some(since) = self.since_time.as_deref().filter(|s| !s.trim().is_empty()) {
-            let at = OffsetDateTime::parse(since.trim(), &Rfc3339).map_err(|e| {
-                ApiError::bad_request(format!("sinceTime: {since:?} is not an RFC 3339 time: {e}"))
-            })?;
-            let ago = OffsetDateTime::now_utc() - at;
-            if ago.is_negative() {
-                return Err(ApiError::bad_request(format!(
-                    "sinceTime: {since:?} is in the future"
-                )));
-            }
-            return Ok(Some(ago.whole_seconds().max(1)));
-        }
-        Ok(None)
+/// Which of a pod's lines a diagnosis reads: the newest `tailLines` of a container, or
+/// of those newer than `since`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TailQuery {
+    /// The container (the pod's only one when absent).
+    #[serde(default, deserialize_with = "names::optional")]
+    #[param(value_type = Option<String>)]
+    pub container: Option<ContainerName>,
+    /// Only lines newer than this long ago: `30s`, `5m`, `1h30m`, `2d`.
+    pub since: Option<String>,
+    /// Only lines newer than this RFC 3339 time (`since` wins when both are given).
+    pub since_time: Option<String>,
+    /// The last this many lines: default 500, at most `server.limits.live.log_tail_lines`;
+    /// of those, the newest that fit in `ai.max_input_bytes` reach the model.
+    pub tail_lines: Option<String>,
+}
+
+impl TailQuery {
+    /// The cluster's parameters: the log so far, not followed.
+    pub(crate) fn params(&self, limits: &LiveLimits) -> Result<LogParams, ApiError> {
+        let tail_lines = tail_lines(self.tail_lines.as_deref(), limits)?
+            .unwrap_or(DIAGNOSIS_TAIL_LINES.min(limits.log_tail_lines));
+        Ok(LogParams {
+            container: self.container.clone().map(String::from),
+            since_seconds: since_seconds(self.since.as_deref(), self.since_time.as_deref())?,
+            tail_lines: Some(i64::from(tail_lines)),
+            ..LogParams::default()
+        })
     }
+}
+
+/// `tailLines` as a count within `limits`; `None` when not given.
+fn tail_lines(text: Option<&str>, limits: &LiveLimits) -> Result<Option<u32>, ApiError> {
+    let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let lines: u32 = text.parse().map_err(|_| {
+        ApiError::bad_request(format!("tailLines: {text:?} is not a count of lines"))
+    })?;
+    if lines == 0 || lines > limits.log_tail_lines {
+        return Err(ApiError::bad_request(format!(
+            "tailLines: {lines} is not within 1..={} (server.limits.live.log_tail_lines)",
+            limits.log_tail_lines
+        )));
+    }
+    Ok(Some(lines))
+}
+
+/// `since` (a duration ago) or else `sinceTime` (an RFC 3339 time) as seconds ago.
+fn since_seconds(since: Option<&str>, since_time: Option<&str>) -> Result<Option<i64>, ApiError> {
+    if let Some(since) = since.filter(|s| !s.trim().is_empty()) {
+        let ago = humantime_serde::re::humantime::parse_duration(since.trim()).map_err(|e| {
+            ApiError::bad_request(format!("since: {since:?}: {e} (say 30s, 5m, 1h30m or 2d)"))
+        })?;
+        // A duration past what the cluster's field holds means the whole log.
+        return Ok(Some(
+            i64::try_from(ago.as_secs()).unwrap_or(i64::MAX).max(1),
+        ));
+    }
+    if let Some(since) = since_time.filter(|s| !s.trim().is_empty()) {
+        let at = OffsetDateTime::parse(since.trim(), &Rfc3339).map_err(|e| {
+            ApiError::bad_request(format!("sinceTime: {since:?} is not an RFC 3339 time: {e}"))
+        })?;
+        let ago = OffsetDateTime::now_utc() - at;
+        if ago.is_negative() {
+            return Err(ApiError::bad_request(format!(
+                "sinceTime: {since:?} is in the future"
+            )));
+        }
+        return Ok(Some(ago.whole_seconds().max(1)));
+    }
+    Ok(None)
+}
+
+/// A pod, as a log route names it.
+pub(crate) struct PodRef {
+    pub cluster: ClusterName,
+    pub namespace: Namespace,
+    pub name: ObjectName,
+}
+
+/// Whether the caller may read `pod`'s log: only where its grants give the role that
+/// reads logs. A pod outside them is not found, as one that does not exist.
+pub(crate) fn may_read(visible: &Visible, grants: &Grants, pod: &PodRef) -> Result<(), ApiError> {
+    let object = ScopedObject {
+        cluster: &pod.cluster,
+        namespace: Some(&pod.namespace),
+        kind: "Pod",
+        name: &pod.name,
+    };
+    if visible.object_as(object, grants.pod_logs) {
+        return Ok(());
+    }
+    Err(ApiError::not_found(format!(
+        "no pod {:?} in namespace {:?}",
+        pod.name, pod.namespace
+    )))
 }
 
 #[utoipa::path(get, path = "/insight/aggregator/log/pod/{cluster}/{namespace}/{name}",
@@ -147,29 +213,25 @@ pub(crate) async fn pod_log(
         Ok(params) => params,
         Err(e) => return e.into_response(),
     };
-    // Only where its grants give the role that reads logs; a pod outside them is not
-    // found, as one that does not exist.
-    let object = ScopedObject {
-        cluster: &cluster,
-        namespace: Some(&namespace),
-        kind: "Pod",
-        name: &pod,
+    let pod = PodRef {
+        cluster,
+        namespace,
+        name: pod,
     };
-    if !visible.object_as(object, grants.pod_logs) {
-        return ApiError::not_found(format!("no pod {pod:?} in namespace {namespace:?}"))
-            .into_response();
+    if let Err(hidden) = may_read(&visible, &grants, &pod) {
+        return hidden.into_response();
     }
     let slot = match state.live.open_stream(&caller.name) {
         Ok(slot) => slot,
         Err(limited) => return limited.into_response(),
     };
-    let reader = match open(&state, &visible, &cluster, &namespace, &pod, &params).await {
+    let reader = match open(&state, &visible, &pod, &params).await {
         Ok(reader) => reader,
         Err(refusal) => return refusal,
     };
     let pace = Pace::new(limits.log_bytes_per_second, limits.log_stream_for);
     let mut response = if query.download {
-        download(reader, pace, slot, &pod, params.container.as_deref())
+        download(reader, pace, slot, &pod.name, params.container.as_deref())
     } else {
         let frames = frames(reader, query.timestamps, pace, slot);
         Sse::new(frames)
@@ -186,11 +248,14 @@ type Reader = Pin<Box<dyn AsyncBufRead + Send>>;
 async fn open(
     state: &AppState,
     visible: &Visible,
-    cluster: &ClusterName,
-    namespace: &Namespace,
-    pod: &ObjectName,
+    at: &PodRef,
     params: &LogParams,
 ) -> Result<Reader, Response> {
+    let PodRef {
+        cluster,
+        namespace,
+        name: pod,
+    } = at;
     let client = super::client(state, visible, cluster).await?;
     let pods: Api<Pod> = Api::namespaced(client, namespace);
     match tokio::time::timeout(OPEN_TIMEOUT, pods.log_stream(pod, params)).await {
@@ -209,6 +274,71 @@ async fn open(
         )
         .into_response()),
     }
+}
+
+/// A pod's newest lines, for a diagnosis.
+pub(crate) struct Tail {
+    /// Oldest first, together at most the bytes asked.
+    pub lines: Vec<String>,
+    /// Older lines read and left out for room.
+    pub left_out: usize,
+}
+
+/// The newest lines of `pod`'s log (`params` from [`TailQuery`]) that fit in `max_bytes`,
+/// read while holding one of the caller's streams, within [`DIAGNOSIS_READ_FOR`]. The
+/// caller has passed [`may_read`].
+pub(crate) async fn tail(
+    state: &AppState,
+    visible: &Visible,
+    caller: &Principal,
+    pod: &PodRef,
+    params: &LogParams,
+    max_bytes: usize,
+) -> Result<Tail, Response> {
+    let _slot = state
+        .live
+        .open_stream(&caller.name)
+        .map_err(IntoResponse::into_response)?;
+    let deadline = Instant::now() + DIAGNOSIS_READ_FOR;
+    let late = || {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "cluster {:?} did not give pod {:?}'s log within {DIAGNOSIS_READ_FOR:?}",
+                pod.cluster, pod.name
+            ),
+        )
+        .into_response()
+    };
+    let mut reader = tokio::time::timeout_at(deadline, open(state, visible, pod, params))
+        .await
+        .map_err(|_| late())??;
+    let mut kept = VecDeque::new();
+    let (mut bytes, mut left_out) = (0, 0);
+    loop {
+        let line = match tokio::time::timeout_at(deadline, next_line(&mut reader)).await {
+            Err(_) => return Err(late()),
+            Ok(Err(e)) => {
+                let message = format!("pod {:?}'s log broke while read: {e}", pod.name);
+                return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message).into_response());
+            }
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(line))) => log_line(&line, false).content,
+        };
+        bytes += line.len() + 1;
+        kept.push_back(line);
+        while bytes > max_bytes {
+            let Some(oldest) = kept.pop_front() else {
+                break;
+            };
+            bytes -= oldest.len() + 1;
+            left_out += 1;
+        }
+    }
+    Ok(Tail {
+        lines: kept.into(),
+        left_out,
+    })
 }
 
 /// The cluster's refusal, as karpor's error: what is missing, and what the cluster said.

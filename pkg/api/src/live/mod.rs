@@ -6,7 +6,7 @@
 //! not answer is a 503.
 
 pub(crate) mod bounds;
-mod logs;
+pub(crate) mod logs;
 pub(crate) mod object;
 
 use std::convert::Infallible;

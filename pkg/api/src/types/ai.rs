@@ -92,11 +92,21 @@ pub struct DiagnoseEventsBody {
     pub language: Option<String>,
 }
 
-/// `POST /insight/aggregator/log/diagnosis/stream`.
+/// `POST /insight/aggregator/log/diagnosis/stream`: the lines a client has (Karpor's
+/// dashboard sends what it shows).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct DiagnoseLogsBody {
     /// The log's lines, oldest first.
     pub logs: Vec<String>,
     #[serde(default)]
+    pub language: Option<String>,
+}
+
+/// `POST /insight/aggregator/log/pod/{cluster}/{namespace}/{name}/diagnosis/stream`:
+/// karpor reads the pod's log itself; the body says only the answer's language.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct DiagnosePodLogBody {
+    /// `en` (default), `zh`, `de`, `pt` or `ko`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
 }

@@ -17,7 +17,7 @@ mod topology;
 
 pub use ai::{
     AffectedBody, AiFrame, AuditSummaryBody, DiagnoseEventsBody, DiagnoseLogsBody,
-    InterpretIssuesBody, InterpretYamlBody, IssueBody, IssueGroupBody,
+    DiagnosePodLogBody, InterpretIssuesBody, InterpretYamlBody, IssueBody, IssueGroupBody,
 };
 pub use audit::{AuditRuleView, PolicyView, Reaudit};
 pub use auth::{AccessPolicyView, GrantView, Identity};
