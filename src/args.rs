@@ -408,6 +408,10 @@ pub(crate) struct ChangesArgs {
     /// Only these change types (comma-separated, or repeated).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub change: Vec<ChangeArg>,
+    /// The whole search in the dialect instead:
+    /// `select * from changes where namespace = 'shop' and time > now() - interval 1 hour`.
+    #[arg(long, conflicts_with_all = ["scope", "since", "until", "kind", "change"])]
+    pub query: Option<String>,
     /// Page, from 1.
     #[arg(long, default_value_t = 1)]
     pub page: u64,
@@ -456,6 +460,13 @@ pub(crate) struct LogsArgs {
     /// Each line with its time, as the cluster says it.
     #[arg(long)]
     pub timestamps: bool,
+    /// Print the model service's diagnosis of the newest lines (the server reads them;
+    /// default 500, or `--tail`) instead of the lines.
+    #[arg(long, conflicts_with_all = ["follow", "timestamps"])]
+    pub diagnose: bool,
+    /// With `--diagnose`: the answer's language, `en` (default), `zh`, `de`, `pt` or `ko`.
+    #[arg(long, requires = "diagnose")]
+    pub language: Option<String>,
     #[command(flatten)]
     pub server: ServerArgs,
 }

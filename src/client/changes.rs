@@ -1,5 +1,6 @@
-//! `karpor changes [CLUSTER[/NAMESPACE]] [--since T] [--until T] [--kind K] [--change C,..]`:
-//! what changed there over the window, newest first, one row per change, then the total
+//! `karpor changes [CLUSTER[/NAMESPACE]] [--since T] [--until T] [--kind K] [--change C,..]`,
+//! or `karpor changes --query "select * from changes where ..."`: what changed there over
+//! the window, newest first, one row per change, then the total
 //! and the counts by change type (`12 changes: 9 updated, 2 created, 1 deleted`), from
 //! `/insight/changes`. `-o json|yaml` prints the API's answer.
 
@@ -41,6 +42,9 @@ async fn changes(args: &ChangesArgs) -> Result<(), Failed> {
     if !args.change.is_empty() {
         let changes: Vec<&str> = args.change.iter().map(|c| change_word(*c)).collect();
         query.push(format!("change={}", encode(&changes.join(","))));
+    }
+    if let Some(sql) = &args.query {
+        query.push(format!("query={}", encode(sql)));
     }
     query.push(format!("page={}&pageSize={}", args.page, args.page_size));
     let answer: ChangesAnswer = api

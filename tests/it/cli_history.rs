@@ -2,7 +2,8 @@
 //! a real kube-apiserver: a Deployment created, its image changed twice and scaled once.
 //! History shows the four revisions with a readable line per changed field, diff shows
 //! the image lines between two revisions (and "no change" for one against itself), changes
-//! lists them with their counts, and `-o json` is the API's answer.
+//! lists them with their counts (also searched in the dialect, `--query "select * from
+//! changes where ..."`), and `-o json` is the API's answer.
 
 use karpor_testkit::cluster::{namespaces, resource, Kube, LIMIT};
 use karpor_testkit::process::{flat_kubeconfig, wait_for, Spawn, EMBEDDED};
@@ -199,6 +200,46 @@ async fn history_diff_and_changes_show_a_deployments_revisions() {
     let answer: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(answer["total"], 1, "{answer}");
     assert_eq!(answer["items"][0]["change"], "created", "{answer}");
+    // The same in the dialect: the three updates of the last 10 minutes, and none before.
+    let sql = format!(
+        "select * from changes where cluster = 'hist' and namespace = '{ns}' \
+         and kind = 'Deployment' and change = 'updated' and time > now() - interval 10 minute"
+    );
+    let (code, out, err) = run(&["changes", "--query", &sql, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let answer: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(answer["total"], 3, "{answer}");
+    let counted: Vec<&Value> = answer["byChange"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["count"] != 0)
+        .collect();
+    assert_eq!(
+        counted,
+        [&json!({"key": "updated", "count": 3})],
+        "{answer}"
+    );
+    let before =
+        format!("select * from changes where namespace = '{ns}' and time < now() - interval 1 day");
+    let (code, out, err) = run(&["changes", "--query", &before, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["total"],
+        0,
+        "{out}"
+    );
+    // A column changes do not have: the server's message naming it, exit 1.
+    let (code, _, err) = run(&[
+        "changes",
+        "--query",
+        "select * from changes where labels.app = 'web'",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("400") && err.contains("no column labels"),
+        "{err}"
+    );
 
     // A name karpor kept nothing of: the server's message, exit 1.
     let (code, _, err) = run(&["history", &format!("hist/deployment/{ns}/none")]);

@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 
 use sqlparser::ast::{
-    BinaryOperator, Expr as SqlExpr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr,
-    Ident, InTarget, LimitClause, ObjectNamePart, OrderByKind, OrderBySort, SelectItem, SetExpr,
-    Spanned, Statement, TableFactor, UnaryOperator, Value as SqlValue,
+    BinaryOperator, DateTimeField, Expr as SqlExpr, FunctionArg, FunctionArgExpr,
+    FunctionArguments, GroupByExpr, Ident, InTarget, Interval, LimitClause, ObjectNamePart,
+    OrderByKind, OrderBySort, Select, SelectItem, SetExpr, Spanned, Statement, TableFactor,
+    UnaryOperator, Value as SqlValue,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
@@ -28,12 +29,12 @@ const SHAPE: &str =
 /// Longest query or keyword accepted: searches are typed by people.
 const MAX_LEN: usize = 8 * 1024;
 
-fn fail<T>(message: impl Into<String>) -> Result<T> {
+pub(crate) fn fail<T>(message: impl Into<String>) -> Result<T> {
     Err(SearchError(message.into()))
 }
 
 /// ` at line L, column C`, when the parser knows.
-fn at(span: Span) -> String {
+pub(crate) fn at(span: Span) -> String {
     if span.start.line == 0 {
         String::new()
     } else {
@@ -41,27 +42,42 @@ fn at(span: Span) -> String {
     }
 }
 
-/// Parses `select * from resources where ...`.
-pub fn parse(sql: &str) -> Result<Query> {
+/// The table a statement reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Table {
+    Resources,
+    /// History's changes ([`crate::changes`]).
+    Changes,
+}
+
+/// The one query statement of `sql`: no more, no other kind, no `WITH`.
+pub(crate) fn statement(sql: &str) -> Result<Box<sqlparser::ast::Query>> {
     if sql.len() > MAX_LEN {
         return fail(format!("query is longer than {MAX_LEN} bytes"));
     }
-    let statements = Parser::parse_sql(&MySqlDialect {}, sql)
+    let mut statements = Parser::parse_sql(&MySqlDialect {}, sql)
         .map_err(|e| SearchError(format!("not valid SQL: {e}")))?;
-    let query = match statements.as_slice() {
-        [] => return fail("the query is empty"),
-        [Statement::Query(query)] => query,
-        [_] => return fail(format!("only select is supported; {SHAPE}")),
+    match statements.len() {
+        0 => return fail("the query is empty"),
+        1 => {}
         many => {
             return fail(format!(
-                "one statement only: found {} (stacked statements are refused)",
-                many.len()
+                "one statement only: found {many} (stacked statements are refused)"
             ))
         }
+    }
+    let Some(Statement::Query(query)) = statements.pop() else {
+        return fail(format!("only select is supported; {SHAPE}"));
     };
     if query.with.is_some() {
         return fail("WITH is not supported");
     }
+    Ok(query)
+}
+
+/// `query`'s `select * from TABLE [where ...]`, checked: one table of the dialect, all
+/// columns, no grouping.
+pub(crate) fn select(query: &sqlparser::ast::Query) -> Result<(&Select, Table)> {
     let select = match query.body.as_ref() {
         SetExpr::Select(select) => select,
         SetExpr::Query(_) => return fail("sub-queries are not supported"),
@@ -90,23 +106,61 @@ pub fn parse(sql: &str) -> Result<Query> {
         }
         [one] => &one.relation,
         [] => return fail(format!("the table is missing; {SHAPE}")),
-        _ => return fail("one table only: `resources`"),
+        _ => return fail("one table only: `resources` or `changes`"),
     };
-    match table {
-        TableFactor::Table { name, .. } if matches!(name.0.as_slice(), [ObjectNamePart::Identifier(id)] if id.value.eq_ignore_ascii_case("resources")) =>
-            {}
+    let named = |wanted: &str| {
+        matches!(table, TableFactor::Table { name, .. } if matches!(name.0.as_slice(),
+            [ObjectNamePart::Identifier(id)] if id.value.eq_ignore_ascii_case(wanted)))
+    };
+    let table = match table {
+        _ if named("resources") => Table::Resources,
+        _ if named("changes") => Table::Changes,
         TableFactor::Derived { .. } => return fail("sub-queries are not supported"),
         other => {
             return fail(format!(
-                "unknown table `{other}`{}: the only table is `resources`",
+                "unknown table `{other}`{}: the tables are `resources` and `changes`",
                 at(other.span())
             ))
         }
-    }
+    };
     if !matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
         || select.having.is_some()
     {
         return fail("GROUP BY and HAVING are not supported");
+    }
+    Ok((select, table))
+}
+
+/// Fails on whatever the checks did not name (aliases, FETCH, locking, dialect extras):
+/// it shows as a difference from the canonical form of what was accepted.
+pub(crate) fn canonical(query: &sqlparser::ast::Query, select: &Select, shape: &str) -> Result<()> {
+    let mut canonical = String::from("SELECT * FROM ");
+    if let [from] = select.from.as_slice() {
+        let _ = write!(canonical, "{}", from.relation);
+    }
+    if let Some(selection) = &select.selection {
+        let _ = write!(canonical, " WHERE {selection}");
+    }
+    if let Some(order) = &query.order_by {
+        let _ = write!(canonical, " {order}");
+    }
+    if let Some(limit) = &query.limit_clause {
+        let _ = write!(canonical, "{limit}");
+    }
+    if canonical != query.to_string() {
+        return fail(format!("unsupported clause in `{query}`; {shape}"));
+    }
+    Ok(())
+}
+
+/// Parses `select * from resources where ...`.
+pub fn parse(sql: &str) -> Result<Query> {
+    let query = statement(sql)?;
+    let (select, table) = select(&query)?;
+    if table == Table::Changes {
+        return fail(
+            "`changes` is searched on its own (GET /insight/changes?query=..., karpor changes --query); this search reads `resources`",
+        );
     }
 
     let mut filter = match &select.selection {
@@ -154,21 +208,7 @@ pub fn parse(sql: &str) -> Result<Query> {
         Some(other) => return fail(format!("`{other}` is not supported")),
     };
 
-    // Whatever the checks above did not name (aliases, FETCH, locking, dialect extras)
-    // shows as a difference from the canonical form of what was accepted.
-    let mut canonical = format!("SELECT * FROM {table}");
-    if let Some(selection) = &select.selection {
-        let _ = write!(canonical, " WHERE {selection}");
-    }
-    if let Some(order) = &query.order_by {
-        let _ = write!(canonical, " {order}");
-    }
-    if let Some(limit) = &query.limit_clause {
-        let _ = write!(canonical, "{limit}");
-    }
-    if canonical != query.to_string() {
-        return fail(format!("unsupported clause in `{query}`; {SHAPE}"));
-    }
+    canonical(&query, select, SHAPE)?;
 
     if !filter.mentions(&Field::Deleted) {
         filter = and(filter, not_deleted());
@@ -221,7 +261,7 @@ fn not_deleted() -> Expr {
     }
 }
 
-fn and(left: Expr, right: Expr) -> Expr {
+pub(crate) fn and(left: Expr, right: Expr) -> Expr {
     let mut all = Vec::new();
     for e in [left, right] {
         match e {
@@ -248,7 +288,7 @@ fn or(left: Expr, right: Expr) -> Expr {
     Expr::Or(all)
 }
 
-fn convert(e: &SqlExpr) -> Result<Expr> {
+pub(crate) fn convert(e: &SqlExpr) -> Result<Expr> {
     match e {
         SqlExpr::Nested(inner) => convert(inner),
         SqlExpr::BinaryOp {
@@ -471,6 +511,9 @@ const SEVERITIES: [&str; 3] = ["High", "Medium", "Low"];
 
 /// A literal for `field`, converted to its type (a severity in its stored spelling).
 fn literal(e: &SqlExpr, field: &Field) -> Result<Value> {
+    if field.field_type() == FieldType::Time {
+        return time_value(e, &field.column()).map(Value::Time);
+    }
     let span = e.span();
     let SqlExpr::Value(v) = e else {
         return fail(format!(
@@ -511,14 +554,87 @@ fn literal(e: &SqlExpr, field: &Field) -> Result<Value> {
                 at(span)
             ))
         }),
-        FieldType::Time => OffsetDateTime::parse(&text, &Rfc3339)
-            .map(Value::Time)
-            .map_err(|_| {
-                SearchError(format!(
-                    "{} takes an RFC 3339 time such as '2026-01-02T15:04:05Z', not {text:?}{}",
-                    field.column(),
-                    at(span)
-                ))
-            }),
+        FieldType::Time => time_value(e, &field.column()).map(Value::Time),
     }
+}
+
+/// A time: an RFC 3339 string, `now()`, or either with an interval added or taken away
+/// (`now() - interval 1 hour`), evaluated as the query is parsed.
+pub(crate) fn time_value(e: &SqlExpr, column: &str) -> Result<OffsetDateTime> {
+    let expected = || {
+        SearchError(format!(
+            "{column} takes an RFC 3339 time such as '2026-01-02T15:04:05Z', or now() - interval 1 hour, not `{e}`{}",
+            at(e.span())
+        ))
+    };
+    match e {
+        SqlExpr::Nested(inner) => time_value(inner, column),
+        SqlExpr::Value(v) => match &v.value {
+            SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => {
+                OffsetDateTime::parse(s, &Rfc3339).map_err(|_| expected())
+            }
+            _ => Err(expected()),
+        },
+        SqlExpr::Function(f) if f.name.to_string().eq_ignore_ascii_case("now") => match &f.args {
+            FunctionArguments::None => Ok(OffsetDateTime::now_utc()),
+            FunctionArguments::List(list) if list.args.is_empty() => Ok(OffsetDateTime::now_utc()),
+            _ => fail(format!("now() takes no arguments{}", at(e.span()))),
+        },
+        SqlExpr::BinaryOp {
+            left,
+            op: op @ (BinaryOperator::Minus | BinaryOperator::Plus),
+            right,
+        } => {
+            let base = time_value(left, column)?;
+            let SqlExpr::Interval(interval) = right.as_ref() else {
+                return Err(expected());
+            };
+            let span = interval_length(interval, right.span())?;
+            match op {
+                BinaryOperator::Minus => base.checked_sub(span),
+                _ => base.checked_add(span),
+            }
+            .ok_or_else(|| SearchError(format!("`{e}` is out of range{}", at(e.span()))))
+        }
+        _ => Err(expected()),
+    }
+}
+
+/// `interval 90 minute`, `interval '2' hour` (MySQL's form: a count, then second,
+/// minute, hour, day or week).
+fn interval_length(interval: &Interval, span: Span) -> Result<time::Duration> {
+    let usage = || {
+        SearchError(format!(
+            "an interval is a whole count of second, minute, hour, day or week, as in interval 1 hour{}",
+            at(span)
+        ))
+    };
+    if interval.last_field.is_some()
+        || interval.leading_precision.is_some()
+        || interval.fractional_seconds_precision.is_some()
+    {
+        return Err(usage());
+    }
+    let SqlExpr::Value(v) = interval.value.as_ref() else {
+        return Err(usage());
+    };
+    let text = match &v.value {
+        SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => s.trim().to_owned(),
+        SqlValue::Number(n, _) => n.to_string(),
+        _ => return Err(usage()),
+    };
+    let unit: i64 = match &interval.leading_field {
+        Some(DateTimeField::Second | DateTimeField::Seconds) => 1,
+        Some(DateTimeField::Minute | DateTimeField::Minutes) => 60,
+        Some(DateTimeField::Hour | DateTimeField::Hours) => 3_600,
+        Some(DateTimeField::Day | DateTimeField::Days) => 86_400,
+        Some(DateTimeField::Week(None) | DateTimeField::Weeks) => 604_800,
+        _ => return Err(usage()),
+    };
+    text.parse::<i64>()
+        .ok()
+        .filter(|n| *n >= 0)
+        .and_then(|n| n.checked_mul(unit))
+        .map(time::Duration::seconds)
+        .ok_or_else(usage)
 }

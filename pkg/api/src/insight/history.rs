@@ -125,6 +125,11 @@ pub(super) fn object_name(at: &Locator) -> Result<ObjectName, ApiError> {
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub(super) struct ChangesParams {
+    /// The whole search in the dialect, instead of the other parameters:
+    /// `select * from changes where namespace = 'shop' and time > now() - interval 1 hour`
+    /// (columns cluster, apiVersion, kind, namespace, name, uid, change, time; without a
+    /// condition on time, every change kept).
+    pub query: Option<String>,
     /// The window's start: a time (RFC 3339) or how long ago (`30m`, `2h`, `7d`); default
     /// an hour ago.
     pub since: Option<String>,
@@ -141,19 +146,98 @@ pub(super) struct ChangesParams {
 #[utoipa::path(get, path = "/insight/changes", operation_id = "insightChanges", tag = "insight",
     params(Locator, ChangesParams),
     responses((status = 200, body = inline(Envelope<ChangesAnswer>),
-        description = "what changed where the locator says (cluster, apiVersion, kind, namespace, name; each optional) within the caller's scope, newest first, with counts by kind and change type"),
+        description = "what changed where the locator says (cluster, apiVersion, kind, namespace, name; each optional), or what `query` selects, within the caller's scope, newest first, with counts by kind and change type"),
         Errors))]
 pub(crate) async fn changes(
     visible: Visible,
     QueryParams(at): QueryParams<Locator>,
     QueryParams(params): QueryParams<ChangesParams>,
 ) -> ApiResult<ChangesAnswer> {
+    let now = OffsetDateTime::now_utc();
+    let query = match params.query.as_deref().filter(|q| !q.trim().is_empty()) {
+        Some(sql) => searched(sql, &at, &params)?,
+        None => located(&at, &params, now)?,
+    };
+    let page = bounded(params.page.as_deref(), 1, u64::MAX)
+        .map_err(|e| ApiError::bad_request(format!("page: {e}")))?;
+    let page_size = bounded(
+        params.page_size.as_deref(),
+        DEFAULT_CHANGES_PAGE,
+        MAX_CHANGES_PAGE,
+    )
+    .map_err(|e| ApiError::bad_request(format!("pageSize: {e}")))?;
+    let from = (page - 1).saturating_mul(page_size);
+    let found = visible.changes(&query, from, page_size).await?;
+    let counts = visible.change_counts(&query).await?;
+    let count = |buckets: Vec<karpor_storage::Bucket>| {
+        buckets
+            .into_iter()
+            .map(|b| Count {
+                key: b.key,
+                count: b.count,
+            })
+            .collect()
+    };
+    Ok(Reply::ok(ChangesAnswer {
+        items: found.items.into_iter().map(view).collect(),
+        total: found.total,
+        current_page: page,
+        page_size,
+        since: query.since,
+        until: query.until.unwrap_or(now),
+        by_kind: count(counts.by_kind),
+        by_change: count(counts.by_change),
+    }))
+}
+
+/// The query of `query=`, which must come alone.
+fn searched(sql: &str, at: &Locator, params: &ChangesParams) -> Result<ChangeQuery, ApiError> {
+    let located = [
+        at.cluster(),
+        at.api_version(),
+        at.kind(),
+        at.namespace(),
+        at.name(),
+    ]
+    .iter()
+    .any(Option::is_some)
+        || !at.labels().is_empty()
+        || !at.annotations().is_empty();
+    let windowed = [&params.since, &params.until, &params.change]
+        .iter()
+        .any(|p| p.as_deref().is_some_and(|p| !p.is_empty()));
+    if located || windowed {
+        return Err(ApiError::bad_request(
+            "query is the whole search: say the cluster, kind, namespace, name, time and change in it, not beside it",
+        ));
+    }
+    let search = karpor_search::parse_changes(sql)
+        .map_err(|e| ApiError::bad_request(format!("query: {e}")))?;
+    let changes = search
+        .changes
+        .iter()
+        .filter_map(|c| Change::parse(c))
+        .collect();
+    let query = ChangeQuery {
+        filter: search.filter,
+        since: search.since,
+        until: search.until,
+        changes,
+    };
+    Ok(query)
+}
+
+/// The query of the locator and `since`, `until`, `change`: an hour by default.
+fn located(
+    at: &Locator,
+    params: &ChangesParams,
+    now: OffsetDateTime,
+) -> Result<ChangeQuery, ApiError> {
     if !at.labels().is_empty() || !at.annotations().is_empty() {
         return Err(ApiError::bad_request(
             "changes are not selected by labels or annotations: name the cluster, apiVersion, kind, namespace or name",
         ));
     }
-    let now = OffsetDateTime::now_utc();
     let since = match params.since.as_deref() {
         Some(text) => when(text, now).map_err(|e| ApiError::bad_request(format!("since: {e}")))?,
         None => now - DEFAULT_WINDOW,
@@ -181,14 +265,6 @@ pub(crate) async fn changes(
     // Each type once: a list repeating one is no longer a query.
     changes.sort_by_key(|c| c.as_str());
     changes.dedup();
-    let page = bounded(params.page.as_deref(), 1, u64::MAX)
-        .map_err(|e| ApiError::bad_request(format!("page: {e}")))?;
-    let page_size = bounded(
-        params.page_size.as_deref(),
-        DEFAULT_CHANGES_PAGE,
-        MAX_CHANGES_PAGE,
-    )
-    .map_err(|e| ApiError::bad_request(format!("pageSize: {e}")))?;
     let query = ChangeQuery {
         filter: match at.query(true).filter {
             Expr::And(terms) if terms.is_empty() => Expr::All,
@@ -198,28 +274,7 @@ pub(crate) async fn changes(
         until: Some(until),
         changes,
     };
-    let from = (page - 1).saturating_mul(page_size);
-    let found = visible.changes(&query, from, page_size).await?;
-    let counts = visible.change_counts(&query).await?;
-    let count = |buckets: Vec<karpor_storage::Bucket>| {
-        buckets
-            .into_iter()
-            .map(|b| Count {
-                key: b.key,
-                count: b.count,
-            })
-            .collect()
-    };
-    Ok(Reply::ok(ChangesAnswer {
-        items: found.items.into_iter().map(view).collect(),
-        total: found.total,
-        current_page: page,
-        page_size,
-        since,
-        until,
-        by_kind: count(counts.by_kind),
-        by_change: count(counts.by_change),
-    }))
+    Ok(query)
 }
 
 fn view(r: Revision) -> ChangeView {

@@ -76,9 +76,10 @@ pub struct ChangesAnswer {
     pub total: u64,
     pub current_page: u64,
     pub page_size: u64,
-    #[serde(with = "time::serde::rfc3339")]
-    #[schema(value_type = String, format = DateTime)]
-    pub since: OffsetDateTime,
+    /// The window's start; `null` for a `query` that sets none (every change kept).
+    #[serde(with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub since: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub until: OffsetDateTime,

@@ -409,6 +409,20 @@ async fn check(grant: Grant, objects: Vec<Placed>) {
         visible.len(),
         "{grant:?} {changes}"
     );
+    // The same asked in the dialect, with no window: every change kept, within the scope.
+    let (code, searched) = caller
+        .call(
+            "GET",
+            "/rest-api/v1/insight/changes?query=select%20*%20from%20changes&pageSize=1000",
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{searched}");
+    assert_eq!(
+        searched["data"]["total"],
+        visible.len(),
+        "{grant:?} {searched}"
+    );
 
     // Nothing hidden in any read route's answer, whatever it is asked.
     for endpoint in endpoints() {
