@@ -679,6 +679,12 @@ fn wrong_values_fail_the_schema() {
         ("ai.timeout=soon", "/ai/timeout"),
         ("ai.apiKey.bogus=1", "bogus"),
         ("ai.bogus=1", "bogus"),
+        ("syncer.history.keep=soon", "/syncer/history/keep"),
+        (
+            "syncer.history.maxPerCluster=0",
+            "/syncer/history/maxPerCluster",
+        ),
+        ("syncer.history.bogus=1", "bogus"),
         (
             "server.extraVolumeMounts[0].name=x",
             "/server/extraVolumeMounts/0",
@@ -1034,6 +1040,8 @@ fn the_real_binary_accepts_every_rendered_config() {
         // AI on, every setting given, its key as a file; a temperature with a fraction
         // (text from `--set`, a number in the file).
         [sets(AI_ON), sets(&["ai.temperature=0.7"])].concat(),
+        // History's defaults, every key given.
+        sets(HISTORY_SET),
     ] {
         let objects = Objects::parse(&tools.render(&values));
         for (role, command) in [("server", "serve"), ("syncer", "syncer")] {
@@ -1049,9 +1057,40 @@ fn the_real_binary_accepts_every_rendered_config() {
         }
     }
     assert_eq!(
-        checked, 15,
-        "7 split deployments (server + syncer) and sqlite"
+        checked, 17,
+        "8 split deployments (server + syncer) and sqlite"
     );
+}
+
+/// `syncer.history`, every key given.
+const HISTORY_SET: &[&str] = &[
+    "syncer.history.enabled=false",
+    "syncer.history.keep=30d",
+    "syncer.history.maxPerCluster=2000000",
+    "syncer.history.expireEvery=10m",
+];
+
+#[test]
+fn history_settings_reach_both_configs_in_karpors_spelling_and_only_when_set() {
+    let Some(tools) = tools() else { return };
+    let objects = tools.check(&sets(HISTORY_SET));
+    for role in ["server", "syncer"] {
+        let config: Value = yaml(&objects.config(role).unwrap());
+        assert_eq!(
+            at(&config, "syncer.history"),
+            Some(&yaml(
+                "{enabled: false, keep: 30d, max_per_cluster: 2000000, expire_every: 10m}"
+            )),
+            "{role}"
+        );
+    }
+    // One key: that key alone; none: no section, karpor's defaults.
+    let objects = tools.check(&sets(&["syncer.history.keep=1h"]));
+    let syncer: Value = yaml(&objects.config("syncer").unwrap());
+    assert_eq!(at(&syncer, "syncer.history"), Some(&yaml("{keep: 1h}")));
+    let objects = tools.check(&[]);
+    let syncer: Value = yaml(&objects.config("syncer").unwrap());
+    assert_eq!(at(&syncer, "syncer.history"), None);
 }
 
 #[test]

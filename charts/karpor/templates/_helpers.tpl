@@ -455,13 +455,24 @@ refuses settings for an unknown check: the syncer's file leaves them out. */}}
 {{- end }}
 {{- end }}
 {{- $e := $v.kubernetes.exec }}
+{{- /* syncer.history: only the keys set, in karpor's spelling (counts as integers, which
+toYaml would write as 1e+06 otherwise). */}}
+{{- $syncer := dict "probe_listen" (printf "0.0.0.0:%d" (int $v.syncer.port)) }}
+{{- with $v.syncer.history }}
+{{- $history := dict }}
+{{- if hasKey . "enabled" }}{{ $_ := set $history "enabled" .enabled }}{{ end }}
+{{- with .keep }}{{ $_ := set $history "keep" . }}{{ end }}
+{{- if hasKey . "maxPerCluster" }}{{ $_ := set $history "max_per_cluster" (int64 .maxPerCluster) }}{{ end }}
+{{- with .expireEvery }}{{ $_ := set $history "expire_every" . }}{{ end }}
+{{- if $history }}{{ $_ := set $syncer "history" $history }}{{ end }}
+{{- end }}
 {{- $config := dict
   "server" $server
   "kubernetes" (dict "allow_link_local_servers" ($v.kubernetes.allowLinkLocalServers | default false) "exec" (dict "allowed_commands" $e.allowedCommands "timeout" $e.timeout "pass_env" $e.passEnv "allowed_env" ($e.allowedEnv | default dict)))
   "log" (dict "format" $v.log.format "level" $v.log.level)
   "metadata" $metadata
   "storage" $storage
-  "syncer" (dict "probe_listen" (printf "0.0.0.0:%d" (int $v.syncer.port)))
+  "syncer" $syncer
   "health" $health
   "readiness" (dict "upstreams" $upstreams)
   "shutdown" (dict "drain_delay" $v.shutdown.drainDelay "grace_period" $v.shutdown.gracePeriod)
