@@ -163,6 +163,7 @@ fn document(object: Value, history: bool, at: OffsetDateTime) -> ResourceDocumen
             keep_until: at + WEEK,
             late: false,
             managers: vec!["kubectl-set".to_owned()],
+            preexisting: false,
         }),
         object,
     }

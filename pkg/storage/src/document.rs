@@ -80,6 +80,10 @@ pub struct HistoryNote {
     /// Who changed it, where the object says (its `managedFields` managers with the
     /// newest time, read before the rule trims them).
     pub managers: Vec<String>,
+    /// The object was there before karpor began watching its cluster: finding nothing
+    /// stored is its import, not its creation, and makes no revision (a cluster's first
+    /// sync would otherwise record every object as created).
+    pub preexisting: bool,
 }
 pub fn document_id(cluster: &str, uid: &str) -> String {
     format!("{cluster}/{uid}")

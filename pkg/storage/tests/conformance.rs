@@ -851,6 +851,7 @@ fn note(late: bool) -> HistoryNote {
         keep_until: datetime!(2030-01-01 00:00:00 UTC),
         late,
         managers: vec!["kubectl-edit".to_owned()],
+        preexisting: false,
     }
 }
 
@@ -1133,6 +1134,61 @@ async fn a_relist_keeps_what_went_unseen_as_late_deletions_and_expiry_removes_on
         assert_eq!(left.total, 3, "{name}");
         assert!(
             left.items.iter().all(|r| r.change == Change::Deleted),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_import_of_what_was_there_before_makes_no_revision_but_its_changes_do() {
+    let backends = backends().await;
+    for b in &backends {
+        let (s, name) = (b.storage.as_ref(), b.name);
+        let cluster = "imported";
+        let imported = |version: u32, image: &str, minute: i64| ResourceDocument {
+            cluster: cluster.to_owned(),
+            history: Some(HistoryNote {
+                preexisting: true,
+                ..note(true)
+            }),
+            ..deployment("imp-1", version, image, 1, minute)
+        };
+        // The cluster's first list: the Deployment was there before karpor watched.
+        s.upsert(&[imported(10, "web:1", 0)]).await.unwrap();
+        let page = s.changes(&changes_in(cluster), 0, 10).await.unwrap();
+        assert_eq!(page.total, 0, "{name}: an import is no change");
+        // A relist that finds it changed keeps the change (late), a watch's change too.
+        s.upsert(&[imported(11, "web:2", 5)]).await.unwrap();
+        let watched = ResourceDocument {
+            cluster: cluster.to_owned(),
+            ..deployment("imp-1", 12, "web:3", 1, 10)
+        };
+        s.upsert(&[watched]).await.unwrap();
+        let page = s.changes(&changes_in(cluster), 0, 10).await.unwrap();
+        let versions: Vec<(&str, Change)> = page
+            .items
+            .iter()
+            .map(|r| (r.resource_version.as_str(), r.change))
+            .collect();
+        assert_eq!(
+            versions,
+            [("12", Change::Updated), ("11", Change::Updated)],
+            "{name}"
+        );
+        // The imported state is still there to rebuild, before the first change.
+        let at = s
+            .object_at(
+                &ObjectName {
+                    cluster: cluster.to_owned(),
+                    ..web()
+                },
+                datetime!(2026-12-01 10:02:00 UTC),
+            )
+            .await
+            .unwrap()
+            .expect("the imported state");
+        assert_eq!(
+            at.object["spec"]["template"]["spec"]["containers"][0]["image"], "web:1",
             "{name}"
         );
     }

@@ -142,6 +142,7 @@ impl Placed {
                 keep_until: time::OffsetDateTime::now_utc() + time::Duration::days(1),
                 late: false,
                 managers: vec!["kubectl-create".to_owned()],
+                preexisting: false,
             }),
         }
     }

@@ -128,7 +128,7 @@ pub(crate) fn revise(
 ) -> Option<Revision> {
     let note = new.history.as_ref()?;
     let Some(stored) = stored else {
-        return Some(Revision::of(new, Change::Created, note));
+        return (!note.preexisting).then(|| Revision::of(new, Change::Created, note));
     };
     if fenced(&stored.resource_version, &new.resource_version) || (stored.deleted && new.deleted) {
         return None;

@@ -10,6 +10,7 @@ fn note() -> HistoryNote {
         keep_until: datetime!(2030-01-01 0:00 UTC),
         late: false,
         managers: vec!["kubectl".into()],
+        preexisting: false,
     }
 }
 

@@ -12,6 +12,7 @@ use karpor_health::Reason;
 use karpor_kube::{ClientCache, ClientError, ClusterClient, Timeouts};
 use karpor_storage::Storage;
 use kube::Client;
+use time::OffsetDateTime;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -84,6 +85,9 @@ pub(crate) fn span(cluster: &str) -> tracing::Span {
 /// What one cluster's sync works with.
 pub(crate) struct ClusterRun {
     pub cluster: Cluster,
+    /// When it was registered (its record made): history keeps as created only what
+    /// was created after.
+    pub registered_at: OffsetDateTime,
     /// Its rules; a change is applied at once, by the watchers it concerns.
     pub rules: RulesSeen,
     pub storage: Arc<dyn Storage>,
@@ -499,6 +503,7 @@ impl Connected {
                 type_progress,
                 lists: self.lists.clone(),
                 crds_changed: crds.then(|| self.crds_changed.clone()),
+                watching_since: self.run.registered_at,
             };
             let task = tokio::spawn(watcher.run(stop.clone()).in_current_span());
             self.watchers

@@ -31,6 +31,9 @@ pub(crate) struct Watcher {
     /// For a watcher of CustomResourceDefinitions: told of each change, so the cluster
     /// discovers the new (or gone) type at once.
     pub crds_changed: Option<Arc<Notify>>,
+    /// When the cluster was registered: what was created before is imported, not kept
+    /// as created.
+    pub watching_since: OffsetDateTime,
 }
 
 impl Watcher {
@@ -45,6 +48,7 @@ impl Watcher {
             type_progress,
             lists,
             crds_changed,
+            watching_since,
         } = self;
         let api: Api<DynamicObject> = match &target.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &target.resource),
@@ -116,7 +120,13 @@ impl Watcher {
                     };
                     let seen = now_millis();
                     // Who changed it, read before the rule trims managedFields.
-                    let history = crate::history::note(options.history, seen, late, Some(&value));
+                    let history = crate::history::note(
+                        options.history,
+                        seen,
+                        late,
+                        Some(&value),
+                        watching_since,
+                    );
                     let Some(mut document) = options.trimmer.document(
                         &cluster,
                         &object_type,
@@ -136,7 +146,8 @@ impl Watcher {
                     // The deletion's revision: the apiserver sets it on the deleted object.
                     let resource_version = object.metadata.resource_version;
                     let at = now_millis();
-                    let history = crate::history::note(options.history, at, false, None);
+                    let history =
+                        crate::history::note(options.history, at, false, None, watching_since);
                     if options.keep_after_delete {
                         Op::SoftDelete {
                             uid,
@@ -159,7 +170,13 @@ impl Watcher {
                     before: list_began.take().unwrap_or_else(now_millis),
                     first_list: first_list.take(),
                     // What the list did not see went while karpor was not watching.
-                    history: crate::history::note(options.history, now_millis(), true, None),
+                    history: crate::history::note(
+                        options.history,
+                        now_millis(),
+                        true,
+                        None,
+                        watching_since,
+                    ),
                 },
             };
             // Waits while the writer is behind: this is the backpressure.

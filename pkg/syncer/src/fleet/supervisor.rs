@@ -18,6 +18,7 @@ use karpor_kube::ClientCache;
 use karpor_metastore::{Metastore, Revision, StoreError};
 use karpor_search::Field;
 use karpor_storage::Storage;
+use time::OffsetDateTime;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -57,6 +58,7 @@ struct Running {
 /// A registered cluster as last listed.
 struct Registered {
     cluster: Cluster,
+    registered_at: OffsetDateTime,
     rules: Arc<Vec<VersionedRule>>,
     fingerprint: u64,
 }
@@ -239,6 +241,7 @@ impl Supervisor {
         self.follow_ingest_policy(state).await?;
         let mut registered = BTreeMap::new();
         for stored in clusters {
+            let registered_at = stored.created_at;
             let cluster = stored.record;
             let rules = rules_for(&cluster, &rules)
                 .into_iter()
@@ -252,6 +255,7 @@ impl Supervisor {
                 cluster.name.clone(),
                 Registered {
                     cluster,
+                    registered_at,
                     rules: Arc::new(rules),
                     fingerprint,
                 },
@@ -417,6 +421,7 @@ impl Supervisor {
             let (rules, rules_seen) = tokio::sync::watch::channel(rules);
             let sync = ClusterSync::start(ClusterRun {
                 cluster: registered.cluster.clone(),
+                registered_at: registered.registered_at,
                 rules: rules_seen,
                 storage: self.storage.clone(),
                 progress,
