@@ -684,6 +684,10 @@ fn wrong_values_fail_the_schema() {
             "syncer.history.maxPerCluster=0",
             "/syncer/history/maxPerCluster",
         ),
+        (
+            "syncer.history.maxBytesPerCluster=1000",
+            "/syncer/history/maxBytesPerCluster",
+        ),
         ("syncer.history.bogus=1", "bogus"),
         (
             "server.extraVolumeMounts[0].name=x",
@@ -1067,6 +1071,7 @@ const HISTORY_SET: &[&str] = &[
     "syncer.history.enabled=false",
     "syncer.history.keep=30d",
     "syncer.history.maxPerCluster=2000000",
+    "syncer.history.maxBytesPerCluster=5368709120",
     "syncer.history.expireEvery=10m",
 ];
 
@@ -1079,7 +1084,8 @@ fn history_settings_reach_both_configs_in_karpors_spelling_and_only_when_set() {
         assert_eq!(
             at(&config, "syncer.history"),
             Some(&yaml(
-                "{enabled: false, keep: 30d, max_per_cluster: 2000000, expire_every: 10m}"
+                "{enabled: false, keep: 30d, max_per_cluster: 2000000, \
+                 max_bytes_per_cluster: 5368709120, expire_every: 10m}"
             )),
             "{role}"
         );

@@ -463,6 +463,7 @@ toYaml would write as 1e+06 otherwise). */}}
 {{- if hasKey . "enabled" }}{{ $_ := set $history "enabled" .enabled }}{{ end }}
 {{- with .keep }}{{ $_ := set $history "keep" . }}{{ end }}
 {{- if hasKey . "maxPerCluster" }}{{ $_ := set $history "max_per_cluster" (int64 .maxPerCluster) }}{{ end }}
+{{- if hasKey . "maxBytesPerCluster" }}{{ $_ := set $history "max_bytes_per_cluster" (int64 .maxBytesPerCluster) }}{{ end }}
 {{- with .expireEvery }}{{ $_ := set $history "expire_every" . }}{{ end }}
 {{- if $history }}{{ $_ := set $syncer "history" $history }}{{ end }}
 {{- end }}

@@ -585,7 +585,11 @@ mod tests {
         ) -> Result<karpor_storage::ChangeCounts, StorageError> {
             Ok(Default::default())
         }
-        async fn expire(&self, _: time::OffsetDateTime, _: u64) -> Result<u64, StorageError> {
+        async fn expire(
+            &self,
+            _: time::OffsetDateTime,
+            _: karpor_storage::HistoryCaps,
+        ) -> Result<u64, StorageError> {
             Ok(0)
         }
         async fn history_sizes(&self) -> Result<Vec<karpor_storage::HistorySize>, StorageError> {

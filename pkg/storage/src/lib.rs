@@ -25,8 +25,8 @@ pub use document::{document_id, HistoryNote, ResourceDocument};
 pub use error::StorageError;
 pub use health::{reason_of, StorageCheck, STORAGE_CHECK};
 pub use history::{
-    Change, ChangeCounts, ChangePage, ChangeQuery, HistorySize, HistoryStorage, ObjectAt,
-    ObjectName, Rebuilt, Revision,
+    Change, ChangeCounts, ChangePage, ChangeQuery, HistoryCaps, HistorySize, HistoryStorage,
+    ObjectAt, ObjectName, Rebuilt, Revision,
 };
 pub use metered::metered;
 pub use window::{total, window, Window};

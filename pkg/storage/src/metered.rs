@@ -11,7 +11,8 @@ use time::OffsetDateTime;
 
 use crate::document::HistoryNote;
 use crate::history::{
-    ChangeCounts, ChangePage, ChangeQuery, HistorySize, HistoryStorage, ObjectName, Revision,
+    ChangeCounts, ChangePage, ChangeQuery, HistoryCaps, HistorySize, HistoryStorage, ObjectName,
+    Revision,
 };
 use crate::{
     AuditTotals, Bucket, ResourceDocument, ResourceStorage, SearchResult, SearchStorage, Storage,
@@ -174,8 +175,8 @@ impl HistoryStorage for Metered {
         self.ops.observe("change_counts", work).await
     }
 
-    async fn expire(&self, now: OffsetDateTime, max_per_cluster: u64) -> Result<u64, StorageError> {
-        let work = self.inner.expire(now, max_per_cluster);
+    async fn expire(&self, now: OffsetDateTime, caps: HistoryCaps) -> Result<u64, StorageError> {
+        let work = self.inner.expire(now, caps);
         self.ops.observe("expire_history", work).await
     }
 

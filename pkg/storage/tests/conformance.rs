@@ -10,8 +10,8 @@ use std::sync::Arc;
 use karpor_audit::{Finding, Severity};
 use karpor_search::{keyword, parse, Expr, Field, Op, Query, Value};
 use karpor_storage::{
-    connect, Bucket, Change, ChangeQuery, ElasticConfig, HistoryNote, ObjectName, RefreshPolicy,
-    ResourceDocument, Storage, StorageConfig,
+    connect, Bucket, Change, ChangeQuery, ElasticConfig, HistoryCaps, HistoryNote, ObjectName,
+    RefreshPolicy, ResourceDocument, Storage, StorageConfig,
 };
 use karpor_testkit::{service, unique};
 use serde_json::json;
@@ -1113,7 +1113,7 @@ async fn a_relist_keeps_what_went_unseen_as_late_deletions_and_expiry_removes_on
 
         // Due: a's creation only (the deletions keep until 2030).
         let removed = s
-            .expire(datetime!(2026-12-03 00:00:00 UTC), 1_000)
+            .expire(datetime!(2026-12-03 00:00:00 UTC), caps(1_000, u64::MAX))
             .await
             .unwrap();
         assert!(removed >= 1, "{name}");
@@ -1127,7 +1127,7 @@ async fn a_relist_keeps_what_went_unseen_as_late_deletions_and_expiry_removes_on
             "{name}"
         );
         // Over the cap: the oldest go.
-        s.expire(datetime!(2026-12-03 00:00:00 UTC), 3)
+        s.expire(datetime!(2026-12-03 00:00:00 UTC), caps(3, u64::MAX))
             .await
             .unwrap();
         let left = s.changes(&changes_in(cluster), 0, 10).await.unwrap();
@@ -1191,5 +1191,51 @@ async fn an_import_of_what_was_there_before_makes_no_revision_but_its_changes_do
             at.object["spec"]["template"]["spec"]["containers"][0]["image"], "web:1",
             "{name}"
         );
+    }
+}
+
+fn caps(revisions: u64, bytes: u64) -> HistoryCaps {
+    HistoryCaps { revisions, bytes }
+}
+
+#[tokio::test]
+async fn a_cluster_over_its_bytes_loses_its_oldest_revisions() {
+    let backends = backends().await;
+    for b in &backends {
+        let (s, name) = (b.storage.as_ref(), b.name);
+        let cluster = "capped";
+        let version = |v: u32, image: &str, minute: i64| ResourceDocument {
+            cluster: cluster.to_owned(),
+            ..deployment("cap-1", v, image, 1, minute)
+        };
+        // A creation (no bytes) and three updates of patches of one size.
+        for (v, image, minute) in [
+            (10, "web:1", 0),
+            (11, "web:2", 1),
+            (12, "web:3", 2),
+            (13, "web:4", 3),
+        ] {
+            s.upsert(&[version(v, image, minute)]).await.unwrap();
+        }
+        let sizes = s.history_sizes().await.unwrap();
+        let size = sizes.iter().find(|s| s.cluster == cluster).unwrap();
+        assert_eq!(size.revisions, 4, "{name}");
+        // Room for two patches: a third of the bytes over, at the mean of a quarter's
+        // worth more than that each, takes the two oldest.
+        let removed = s
+            .expire(
+                datetime!(2026-12-01 00:00:00 UTC),
+                caps(1_000, size.bytes * 2 / 3),
+            )
+            .await
+            .unwrap();
+        assert_eq!(removed, 2, "{name}: of {} bytes", size.bytes);
+        let left = s.changes(&changes_in(cluster), 0, 10).await.unwrap();
+        let versions: Vec<&str> = left
+            .items
+            .iter()
+            .map(|r| r.resource_version.as_str())
+            .collect();
+        assert_eq!(versions, ["13", "12"], "{name}");
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use karpor_config::ConfigIssue;
 use karpor_core::model::{RuleHistory, MAX_HISTORY_KEEP};
-use karpor_storage::{HistoryNote, Storage};
+use karpor_storage::{HistoryCaps, HistoryNote, Storage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
@@ -14,6 +14,9 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::status::metrics::SyncMetrics;
+
+/// The least `max_bytes_per_cluster`: below it a cluster keeps next to nothing.
+const MIN_BYTES_PER_CLUSTER: u64 = 1 << 20;
 
 /// `syncer.history`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -26,6 +29,9 @@ pub struct HistorySettings {
     pub keep: Duration,
     /// Revisions one cluster keeps at most; its oldest go first.
     pub max_per_cluster: u64,
+    /// Bytes of patches and states (as JSON text) one cluster keeps at most; its oldest
+    /// revisions go first.
+    pub max_bytes_per_cluster: u64,
     /// How often expired revisions are removed (and the sizes counted for metrics).
     #[serde(with = "humantime_serde")]
     pub expire_every: Duration,
@@ -37,6 +43,7 @@ impl Default for HistorySettings {
             enabled: true,
             keep: Duration::from_secs(7 * 24 * 3600),
             max_per_cluster: 1_000_000,
+            max_bytes_per_cluster: 1 << 30,
             expire_every: Duration::from_secs(300),
         }
     }
@@ -56,10 +63,21 @@ impl HistorySettings {
         if self.max_per_cluster == 0 {
             return fail("max_per_cluster", "must be at least 1");
         }
+        if self.max_bytes_per_cluster < MIN_BYTES_PER_CLUSTER {
+            return fail("max_bytes_per_cluster", "must be at least 1048576 (1 MiB)");
+        }
         if self.expire_every < Duration::from_secs(1) {
             return fail("expire_every", "must be at least 1s");
         }
         Ok(())
+    }
+
+    /// A cluster's caps.
+    pub(crate) fn caps(&self) -> HistoryCaps {
+        HistoryCaps {
+            revisions: self.max_per_cluster,
+            bytes: self.max_bytes_per_cluster,
+        }
     }
 
     /// How long a rule's changes are kept; `None`: not at all.
@@ -139,7 +157,7 @@ pub(crate) fn spawn_expiry(
             }
             let pass = async {
                 let expired = storage
-                    .expire(OffsetDateTime::now_utc(), settings.max_per_cluster)
+                    .expire(OffsetDateTime::now_utc(), settings.caps())
                     .await?;
                 let sizes = storage.history_sizes().await?;
                 Ok::<_, karpor_storage::StorageError>((expired, sizes))
@@ -233,5 +251,13 @@ mod tests {
             ..HistorySettings::default()
         };
         assert_eq!(zero.validate().unwrap_err().key(), "syncer.history.keep");
+        let tiny = HistorySettings {
+            max_bytes_per_cluster: 1000,
+            ..HistorySettings::default()
+        };
+        assert_eq!(
+            tiny.validate().unwrap_err().key(),
+            "syncer.history.max_bytes_per_cluster"
+        );
     }
 }

@@ -1100,7 +1100,11 @@ async fn history_on(kube: &Kube, backend: Option<StorageConfig>) {
 
     // Retention: the Secret's rule keeps an hour, the Deployment's the default week.
     let later = time::OffsetDateTime::now_utc() + time::Duration::hours(2);
-    let removed = second.storage.expire(later, 1_000_000).await.unwrap();
+    let caps = karpor_storage::HistoryCaps {
+        revisions: 1_000_000,
+        bytes: u64::MAX,
+    };
+    let removed = second.storage.expire(later, caps).await.unwrap();
     assert_eq!(removed, 2, "the Secret's two revisions");
     assert!(revisions(&second, &creds).await.is_empty());
     assert_eq!(revisions(&second, &web).await.len(), 7);

@@ -13,7 +13,8 @@ use time::OffsetDateTime;
 use super::{decode, rfc3339_text, success, transport_error, ElasticStorage, Pending, MAX_WINDOW};
 use crate::document::{fence_version, HistoryNote, ResourceDocument};
 use crate::history::{
-    ChangeCounts, ChangePage, ChangeQuery, HistorySize, HistoryStorage, ObjectName, Revision,
+    ChangeCounts, ChangePage, ChangeQuery, HistoryCaps, HistorySize, HistoryStorage, ObjectName,
+    Revision,
 };
 use crate::{Bucket, StorageError};
 
@@ -334,7 +335,7 @@ impl HistoryStorage for ElasticStorage {
         })
     }
 
-    async fn expire(&self, now: OffsetDateTime, max_per_cluster: u64) -> Result<u64, StorageError> {
+    async fn expire(&self, now: OffsetDateTime, caps: HistoryCaps) -> Result<u64, StorageError> {
         let index = self.revisions_index();
         let mut removed = self
             .delete_by_query_in(
@@ -343,7 +344,7 @@ impl HistoryStorage for ElasticStorage {
             )
             .await?;
         for size in self.history_sizes().await? {
-            let over = size.revisions.saturating_sub(max_per_cluster);
+            let over = caps.over(&size);
             if over == 0 {
                 continue;
             }

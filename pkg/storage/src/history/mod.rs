@@ -243,6 +243,32 @@ pub struct HistorySize {
     pub bytes: u64,
 }
 
+/// How much history one cluster keeps at most; its oldest revisions go first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryCaps {
+    pub revisions: u64,
+    /// Of patches and states, as JSON text.
+    pub bytes: u64,
+}
+
+impl HistoryCaps {
+    /// How many of a cluster's oldest revisions go to bring it within both caps. Bytes
+    /// are brought within by the cluster's mean revision size, so a cluster whose newest
+    /// revisions are the larger comes within its cap over the next expiries.
+    pub(crate) fn over(&self, size: &HistorySize) -> u64 {
+        let by_count = size.revisions.saturating_sub(self.revisions);
+        let bytes_over = size.bytes.saturating_sub(self.bytes);
+        let by_bytes = match (bytes_over, size.revisions) {
+            (0, _) | (_, 0) => 0,
+            (over, revisions) => {
+                let mean = size.bytes.div_ceil(revisions).max(1);
+                over.div_ceil(mean).min(revisions)
+            }
+        };
+        by_count.max(by_bytes)
+    }
+}
+
 /// Reads of history, and its expiry. Writes go with the document writes.
 #[async_trait]
 pub trait HistoryStorage: ResourceStorage {
@@ -270,8 +296,8 @@ pub trait HistoryStorage: ResourceStorage {
     async fn change_counts(&self, query: &ChangeQuery) -> Result<ChangeCounts, StorageError>;
 
     /// Removes revisions kept until before `now`, then each cluster's oldest beyond
-    /// `max_per_cluster`; returns how many went.
-    async fn expire(&self, now: OffsetDateTime, max_per_cluster: u64) -> Result<u64, StorageError>;
+    /// `caps`; returns how many went.
+    async fn expire(&self, now: OffsetDateTime, caps: HistoryCaps) -> Result<u64, StorageError>;
 
     /// Revisions and bytes per cluster.
     async fn history_sizes(&self) -> Result<Vec<HistorySize>, StorageError>;

@@ -86,3 +86,24 @@ fn a_mark_of_deletion_keeps_the_last_state() {
     assert_eq!(revision.state, Some(stored.object.clone()));
     assert_eq!(revise(Some(&marked), &marked), None, "already deleted");
 }
+
+#[test]
+fn caps_take_the_oldest_beyond_the_count_or_the_bytes() {
+    use crate::history::{HistoryCaps, HistorySize};
+    let size = |revisions, bytes| HistorySize {
+        cluster: "c".into(),
+        revisions,
+        bytes,
+    };
+    let caps = HistoryCaps {
+        revisions: 100,
+        bytes: 10_000,
+    };
+    assert_eq!(caps.over(&size(50, 5_000)), 0, "within both");
+    assert_eq!(caps.over(&size(120, 5_000)), 20, "by count");
+    // 200 bytes a revision: 2,000 over is 10 revisions.
+    assert_eq!(caps.over(&size(60, 12_000)), 10, "by bytes");
+    assert_eq!(caps.over(&size(150, 30_000)), 100, "the larger of the two");
+    assert_eq!(caps.over(&size(0, 0)), 0);
+    assert_eq!(caps.over(&size(1, 1 << 40)), 1, "never more than there are");
+}

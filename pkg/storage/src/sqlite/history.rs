@@ -12,8 +12,8 @@ use time::OffsetDateTime;
 use super::{arguments, decode, from_sqlx, Param, SqliteStorage};
 use crate::document::{fence_version, millis, ResourceDocument};
 use crate::history::{
-    Change, ChangeCounts, ChangePage, ChangeQuery, HistorySize, HistoryStorage, ObjectName,
-    Revision,
+    Change, ChangeCounts, ChangePage, ChangeQuery, HistoryCaps, HistorySize, HistoryStorage,
+    ObjectName, Revision,
 };
 use crate::{Bucket, StorageError};
 
@@ -316,7 +316,7 @@ impl HistoryStorage for SqliteStorage {
         Ok(counts)
     }
 
-    async fn expire(&self, now: OffsetDateTime, max_per_cluster: u64) -> Result<u64, StorageError> {
+    async fn expire(&self, now: OffsetDateTime, caps: HistoryCaps) -> Result<u64, StorageError> {
         // In slices, so ingest waits for the write lock a short while at most.
         const SLICE: i64 = 5_000;
         let mut removed = 0;
@@ -337,7 +337,7 @@ impl HistoryStorage for SqliteStorage {
             }
         }
         for size in self.history_sizes().await? {
-            let over = size.revisions.saturating_sub(max_per_cluster);
+            let over = caps.over(&size);
             if over == 0 {
                 continue;
             }
