@@ -23,6 +23,16 @@ async fn two_processes_that_list_each_other_do_not_loop() {
     let (a, b) = (free_port(), free_port());
     let first = Spawn::serve(&upstream("Peer", b)).on(local(a)).start();
     let second = Spawn::serve(&upstream("Peer", a)).on(local(b)).start();
+    // Each ready on its own first (its syncer's first look at the clusters takes a
+    // moment after it listens), asked without the Peer check so none runs yet.
+    for karpor in [&first, &second] {
+        let url = karpor.url("/readyz?exclude=Peer");
+        wait_for(Duration::from_secs(30), "ready on its own", || {
+            let url = url.clone();
+            async move { get(&url).await.0 == 200 }
+        })
+        .await;
+    }
     for karpor in [&first, &second] {
         let started = Instant::now();
         let (status, body) = get(&karpor.url("/readyz")).await;

@@ -101,13 +101,22 @@ async fn every_route_answers_each_role_as_its_permission_says() {
             assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
         }
     }
-    // The AI routes are for anyone who may read, as in Karpor: they change nothing.
+    // The AI routes are for anyone who may read, as in Karpor: they change nothing. The
+    // diagnosis of a pod's log karpor reads itself reads the workload's data: the role
+    // that reads logs.
     let ai = endpoints
         .iter()
         .filter(|e| e.path.contains("/stream"))
         .collect::<Vec<_>>();
-    assert_eq!(ai.len(), 4, "{ai:?}");
-    assert!(ai.iter().all(|e| e.permission == Permission::Read));
+    assert_eq!(ai.len(), 5, "{ai:?}");
+    for endpoint in ai {
+        let wanted = if endpoint.path.contains("/log/pod/") {
+            Permission::PodLogs
+        } else {
+            Permission::Read
+        };
+        assert_eq!(endpoint.permission, wanted, "{endpoint:?}");
+    }
 }
 
 #[tokio::test]
