@@ -2,7 +2,7 @@
 //! (`INDEX-revisions`), each revision's id its object's cluster, uid, resourceVersion and
 //! change, created once (a second write of it is a conflict, and done).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 use elasticsearch::{MgetParts, SearchParts};
@@ -13,8 +13,8 @@ use time::OffsetDateTime;
 use super::{decode, rfc3339_text, success, transport_error, ElasticStorage, Pending, MAX_WINDOW};
 use crate::document::{fence_version, HistoryNote, ResourceDocument};
 use crate::history::{
-    worth_reading, ChangeCounts, ChangePage, ChangeQuery, HistoryCaps, HistorySize, HistoryStorage,
-    ObjectName, Revision,
+    ChangeCounts, ChangePage, ChangeQuery, HistoryCaps, HistorySize, HistoryStorage, ObjectName,
+    Revision,
 };
 use crate::{Bucket, StorageError};
 
@@ -152,17 +152,6 @@ fn change_filter(query: &ChangeQuery) -> Result<Json, StorageError> {
     Ok(json!({"bool": {"filter": all}}))
 }
 
-/// The stored field a write's version is compared with.
-const VERSION: &str = "resourceVersion";
-
-/// What a batch's writes compare with: the stored documents read whole, and the ids of
-/// those stored at the version written (or a newer one), which make no revision.
-#[derive(Default)]
-pub(super) struct Compared {
-    pub known: HashMap<String, ResourceDocument>,
-    pub unchanged: HashSet<String>,
-}
-
 impl ElasticStorage {
     pub(super) fn revisions_index(&self) -> String {
         index_of(&self.index)
@@ -181,73 +170,28 @@ impl ElasticStorage {
         success(response, what).await
     }
 
-    /// What writing `documents` compares with, of those that ask for history: the
-    /// stored documents, read whole. What a relist found (seen late, mostly unchanged)
-    /// is first read by version alone, and whole only when a revision may come of it.
+    /// The stored documents of those in `documents` that ask for history, by id.
     pub(super) async fn stored(
         &self,
         documents: &[ResourceDocument],
-    ) -> Result<Compared, StorageError> {
-        let asking = || documents.iter().filter(|d| d.history.is_some());
-        let relisted = |d: &&ResourceDocument| d.history.as_ref().is_some_and(|n| n.late);
-        let mut wanted: Vec<String> = asking()
-            .filter(|d| !relisted(d))
-            .map(ResourceDocument::id)
-            .collect();
-        let late: Vec<String> = asking()
-            .filter(relisted)
-            .map(ResourceDocument::id)
-            .collect();
-        let versions = match late.is_empty() {
-            true => HashMap::new(),
-            false => self.mget(&late, Some(&[VERSION])).await?,
-        };
-        let mut compared = Compared::default();
-        let mut first = HashSet::new();
-        for d in asking().filter(relisted) {
-            let id = d.id();
-            if !first.insert(id.clone()) {
-                continue;
-            }
-            // Not stored: a creation, or an import; nothing to read.
-            let Some(version) = versions.get(&id).and_then(|s| s[VERSION].as_str()) else {
-                continue;
-            };
-            if worth_reading(version, d) {
-                wanted.push(id);
-            } else {
-                compared.unchanged.insert(id);
-            }
+    ) -> Result<HashMap<String, ResourceDocument>, StorageError> {
+        let ids = crate::history::compared_ids(documents);
+        if ids.is_empty() {
+            return Ok(HashMap::new());
         }
-        if !wanted.is_empty() {
-            wanted.sort();
-            wanted.dedup();
-            for (id, source) in self.mget(&wanted, None).await? {
-                compared.known.insert(id, decode(&source)?);
-            }
-        }
-        Ok(compared)
-    }
-
-    /// The `_source` of each of `ids` stored (only `fields` of it, when given), by id.
-    async fn mget(
-        &self,
-        ids: &[String],
-        fields: Option<&[&str]>,
-    ) -> Result<HashMap<String, Json>, StorageError> {
-        let mut request = self
+        let response = self
             .client
             .mget(MgetParts::Index(&self.index))
-            .body(json!({"ids": ids}));
-        if let Some(fields) = fields {
-            request = request._source_includes(fields);
-        }
-        let response = request.send().await.map_err(transport_error)?;
+            .body(json!({"ids": ids}))
+            .send()
+            .await
+            .map_err(transport_error)?;
         let answer = success(response, "mget").await?;
         let mut found = HashMap::new();
         for doc in answer["docs"].as_array().into_iter().flatten() {
-            if let (true, Some(id)) = (doc["found"] == true, doc["_id"].as_str()) {
-                found.insert(id.to_owned(), doc["_source"].clone());
+            if doc["found"] == true {
+                let document = decode(&doc["_source"])?;
+                found.insert(document.id(), document);
             }
         }
         Ok(found)

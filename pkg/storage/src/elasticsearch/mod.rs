@@ -490,17 +490,12 @@ impl ResourceStorage for ElasticStorage {
         if documents.iter().any(|d| d.history.is_some()) {
             self.ready().await?;
             // Compared with the stored document, then the batch's own earlier version.
-            let history::Compared {
-                mut known,
-                mut unchanged,
-            } = self.stored(documents).await?;
+            let mut known = self.stored(documents).await?;
             let index = self.revisions_index();
             for d in documents.iter().filter(|d| d.history.is_some()) {
                 let id = d.id();
-                if !unchanged.remove(&id) {
-                    if let Some(revision) = revise(known.get(&id), d) {
-                        pending.push(history::pending(&index, &revision));
-                    }
+                if let Some(revision) = revise(known.get(&id), d) {
+                    pending.push(history::pending(&index, &revision));
                 }
                 known.insert(id, d.clone());
             }

@@ -163,16 +163,6 @@ pub(crate) fn compared_ids(documents: &[ResourceDocument]) -> Vec<String> {
         .collect()
 }
 
-/// Whether writing `new` over a stored document at `stored_version` may make a revision,
-/// so that the stored document must be read whole to tell: not when the write is fenced
-/// or the version is the same (what a relist finds unchanged), unless `new` marks the
-/// object deleted (whose revision keeps the stored state).
-pub(crate) fn worth_reading(stored_version: &str, new: &ResourceDocument) -> bool {
-    new.deleted
-        || !(stored_version == new.resource_version
-            || fenced(stored_version, &new.resource_version))
-}
-
 /// Whether two objects differ in nothing but `metadata.resourceVersion`.
 fn same_but_version(a: &Value, b: &Value) -> bool {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
