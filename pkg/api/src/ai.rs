@@ -2,8 +2,8 @@
 //! pod's log lines, as server-sent frames (`start`, `chunk`s as the model writes,
 //! `complete` or `error`). A pod's log is diagnosed from the lines the caller sends
 //! (Karpor's route) or from the newest lines karpor reads itself, which needs the role
-//! that reads logs (`auth.pod_logs`) as the log route does. What reaches a prompt is scrubbed of secrets and cut to
-//! `ai.max_input_bytes` before it is put in a prompt ([`karpor_ai::scrub`]); a caller
+//! that reads logs (`auth.pod_logs`) as the log route does. What reaches a prompt is
+//! scrubbed of secrets and cut to `ai.max_input_bytes` ([`karpor_ai::scrub`]); a caller
 //! over its share is refused with 429 before anything is asked; a client that goes away
 //! closes the model's connection. Without a model service they answer as Karpor does
 //! with AI off: the diagnosis streams 503 in plain text, the interpret streams one
@@ -420,7 +420,7 @@ pub(crate) async fn diagnose_pod_log(
         namespace,
         name,
     };
-    let limits = state.live.limits().clone();
+    let limits = state.live.limits();
     // Who may read the log and what to read are settled before a generation's place is
     // taken, so a refusal costs the caller none of its share.
     let Admitted {
@@ -431,7 +431,7 @@ pub(crate) async fn diagnose_pod_log(
         ..
     } = match admit(&state, &caller, body, unavailable, |_| {
         logs::may_read(&visible, &grants, &pod)?;
-        query.params(&limits)
+        query.params(limits)
     }) {
         Ok(admitted) => admitted,
         Err(refused) => return *refused,

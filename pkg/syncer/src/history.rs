@@ -9,7 +9,6 @@ use karpor_core::model::{RuleHistory, MAX_HISTORY_KEEP};
 use karpor_storage::{HistoryCaps, HistoryNote, Storage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
@@ -93,31 +92,31 @@ impl HistorySettings {
     }
 }
 
-/// The note of a write seen at `now`: `None` when the rule keeps no history. An object
-/// seen at a list that says it was created before karpor began watching its cluster
-/// (`watching_since`) is preexisting: its first write imports it, it was not created.
+/// The note of a write seen at `now`: `None` when the rule keeps no history.
 pub(crate) fn note(
     keep: Option<Duration>,
     now: OffsetDateTime,
     late: bool,
     object: Option<&Value>,
-    watching_since: OffsetDateTime,
 ) -> Option<HistoryNote> {
     let keep = keep?;
     Some(HistoryNote {
         keep_until: now + keep,
         late,
         managers: object.map(managers).unwrap_or_default(),
-        preexisting: late && object.is_some_and(|o| created_before(o, watching_since)),
+        preexisting: false,
     })
 }
 
-/// Whether `object`'s `creationTimestamp` is before `at`.
-fn created_before(object: &Value, at: OffsetDateTime) -> bool {
-    object["metadata"]["creationTimestamp"]
-        .as_str()
-        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
-        .is_some_and(|created| created < at)
+/// Whether an object seen at a list (`late`) was there before karpor began watching its
+/// cluster (`watching_since`), as its `creationTimestamp` says: its first write imports
+/// it, it was not created.
+pub(crate) fn preexisting(
+    late: bool,
+    created: Option<OffsetDateTime>,
+    watching_since: OffsetDateTime,
+) -> bool {
+    late && created.is_some_and(|created| created < watching_since)
 }
 
 /// The managers of an object's newest `managedFields` entries: who changed it last, as
@@ -186,25 +185,21 @@ mod tests {
     #[test]
     fn what_a_list_finds_from_before_the_cluster_was_watched_is_preexisting() {
         let watching_since = datetime!(2026-12-01 10:00 UTC);
-        let created = |at: &str| json!({"metadata": {"creationTimestamp": at}});
-        let keep = Some(Duration::from_secs(60));
-        let preexisting = |late, object: &Value| {
-            note(keep, watching_since, late, Some(object), watching_since)
-                .unwrap()
-                .preexisting
-        };
-        let before = created("2026-12-01T09:59:59Z");
-        let after = created("2026-12-01T10:00:01Z");
+        let before = Some(datetime!(2026-12-01 09:59:59 UTC));
+        let after = Some(datetime!(2026-12-01 10:00:01 UTC));
         assert!(
-            preexisting(true, &before),
+            preexisting(true, before, watching_since),
             "listed, older than the registration"
         );
-        assert!(!preexisting(true, &after), "created while karpor was away");
-        assert!(!preexisting(false, &before), "a watch's event is news");
         assert!(
-            !preexisting(true, &json!({"metadata": {}})),
-            "no time: kept"
+            !preexisting(true, after, watching_since),
+            "created while karpor was away"
         );
+        assert!(
+            !preexisting(false, before, watching_since),
+            "a watch's event is news"
+        );
+        assert!(!preexisting(true, None, watching_since), "no time: kept");
     }
 
     #[test]

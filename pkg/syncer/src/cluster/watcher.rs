@@ -120,13 +120,8 @@ impl Watcher {
                     };
                     let seen = now_millis();
                     // Who changed it, read before the rule trims managedFields.
-                    let history = crate::history::note(
-                        options.history,
-                        seen,
-                        late,
-                        Some(&value),
-                        watching_since,
-                    );
+                    let mut history =
+                        crate::history::note(options.history, seen, late, Some(&value));
                     let Some(mut document) = options.trimmer.document(
                         &cluster,
                         &object_type,
@@ -136,6 +131,13 @@ impl Watcher {
                     ) else {
                         continue;
                     };
+                    if let Some(note) = &mut history {
+                        note.preexisting = crate::history::preexisting(
+                            late,
+                            document.creation_timestamp,
+                            watching_since,
+                        );
+                    }
                     document.history = history;
                     Op::Upsert(document)
                 }
@@ -146,8 +148,7 @@ impl Watcher {
                     // The deletion's revision: the apiserver sets it on the deleted object.
                     let resource_version = object.metadata.resource_version;
                     let at = now_millis();
-                    let history =
-                        crate::history::note(options.history, at, false, None, watching_since);
+                    let history = crate::history::note(options.history, at, false, None);
                     if options.keep_after_delete {
                         Op::SoftDelete {
                             uid,
@@ -170,13 +171,7 @@ impl Watcher {
                     before: list_began.take().unwrap_or_else(now_millis),
                     first_list: first_list.take(),
                     // What the list did not see went while karpor was not watching.
-                    history: crate::history::note(
-                        options.history,
-                        now_millis(),
-                        true,
-                        None,
-                        watching_since,
-                    ),
+                    history: crate::history::note(options.history, now_millis(), true, None),
                 },
             };
             // Waits while the writer is behind: this is the backpressure.
