@@ -142,6 +142,14 @@ install_browser_driver() {
     die "npm ci in tests/ui failed"
 }
 
+# The MCP test's client, the official TypeScript SDK, at the version its lockfile pins.
+install_mcp_client() {
+  [ -d "$KARPOR_ROOT/tests/mcp/node_modules/@modelcontextprotocol/sdk" ] && return 0
+  log "installing the MCP TypeScript SDK for the MCP test"
+  (cd "$KARPOR_ROOT/tests/mcp" && npm ci --no-audit --no-fund -q >/dev/null) ||
+    die "npm ci in tests/mcp failed"
+}
+
 model_server_modules() {
   echo "$CACHE_DIR/model-server-$(sha256sum "$KARPOR_ROOT/tests/model-server/package-lock.json" | cut -c1-12)"
 }
@@ -184,6 +192,7 @@ install_services() {
   build_apiserver
   install_helm
   install_browser_driver
+  install_mcp_client
   install_model_server
 }
 

@@ -81,6 +81,9 @@ pub(crate) enum Command {
     /// What changed where (everything, a cluster, or `CLUSTER/NAMESPACE`) over a window,
     /// newest first, with counts by change type.
     Changes(ChangesArgs),
+    /// Serve MCP (the Model Context Protocol) on stdin and stdout for a desktop assistant,
+    /// as a client of a running server: its read-only tools, under your token.
+    Mcp(McpArgs),
     /// Who the server takes you for (the token's name and role) and what you may do
     /// there.
     Whoami(WhoamiArgs),
@@ -430,6 +433,12 @@ pub(crate) enum ChangeArg {
     Created,
     Updated,
     Deleted,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
 }
 
 #[derive(Debug, Args)]

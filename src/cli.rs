@@ -64,6 +64,10 @@ pub fn run() -> ExitCode {
             Ok(rt) => rt.block_on(client::changes::run(&args)),
             Err(code) => code,
         },
+        Command::Mcp(args) => match runtime() {
+            Ok(rt) => rt.block_on(client::mcp::run(&args)),
+            Err(code) => code,
+        },
         Command::Whoami(args) => match runtime() {
             Ok(rt) => rt.block_on(client::whoami::run(&args)),
             Err(code) => code,

@@ -12,6 +12,7 @@ pub(crate) mod explain;
 mod frames;
 pub(crate) mod history;
 pub(crate) mod logs;
+pub(crate) mod mcp;
 mod output;
 pub(crate) mod relation;
 pub(crate) mod rule;

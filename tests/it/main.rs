@@ -16,6 +16,7 @@ mod cli_history;
 mod helm_chart;
 mod karpor_contract;
 mod logs;
+mod mcp;
 mod metadata_cli;
 mod pod_logs;
 mod smoke;

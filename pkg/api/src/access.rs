@@ -180,6 +180,18 @@ impl Routes {
     }
 }
 
+/// A route outside the API's document (the MCP endpoint) under `endpoint`'s permission,
+/// checked as every route's is.
+pub(crate) fn outside<S: Clone + Send + Sync + 'static>(
+    router: axum::Router<S>,
+    endpoint: &Endpoint,
+) -> axum::Router<S> {
+    router.route_layer(axum::middleware::from_fn_with_state(
+        endpoint.permission,
+        authorize,
+    ))
+}
+
 /// The methods a documented path item has operations for.
 fn methods(item: &PathItem) -> Vec<Method> {
     [

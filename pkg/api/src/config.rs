@@ -188,6 +188,8 @@ pub struct LimitsConfig {
     pub concurrency: usize,
     /// Work in member clusters on callers' behalf.
     pub live: crate::LiveLimits,
+    /// What one caller's assistant may ask of `/mcp`.
+    pub mcp: crate::McpLimits,
 }
 
 impl LimitsConfig {
@@ -210,7 +212,8 @@ impl LimitsConfig {
         if self.concurrency == 0 {
             return fail("concurrency", "must be at least 1".into());
         }
-        self.live.validate()
+        self.live.validate()?;
+        self.mcp.validate()
     }
 }
 
@@ -221,6 +224,7 @@ impl Default for LimitsConfig {
             request_timeout: Duration::from_secs(30),
             concurrency: 256,
             live: crate::LiveLimits::default(),
+            mcp: crate::McpLimits::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ mod insight;
 mod live;
 pub mod local_token;
 mod locator;
+mod mcp;
 mod oidc;
 mod openapi;
 mod params;
@@ -52,6 +53,7 @@ pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, TokenConfig};
 pub use karpor_core::access::Role;
 pub use live::bounds::{LiveBounds, LiveLimits};
+pub use mcp::McpLimits;
 pub use oidc::{OidcConfig, OidcError, OidcIdentity, OidcVerifier};
 pub use policy::Policies;
 pub use token_review::TokenReviewConfig;
@@ -143,18 +145,19 @@ pub fn document() -> serde_json::Value {
     serde_json::to_value(document).unwrap_or_default()
 }
 
-/// The routes outside [`PREFIX`], open to anyone.
-fn public_endpoints() -> [Endpoint; 2] {
+/// The routes outside [`PREFIX`]: two open to anyone, and the MCP endpoint.
+fn outside_endpoints() -> [Endpoint; 3] {
     [
         Endpoint::new(Method::GET, openapi::PATH, Permission::Public),
         Endpoint::new(Method::GET, server_info::SERVER_CONFIGS, Permission::Public),
+        mcp::endpoint(),
     ]
 }
 
 /// Every route this crate serves, with its permission (`/endpoints` prints their lines).
 pub fn endpoints() -> Vec<Endpoint> {
     let (_, mut endpoints) = handlers().into_parts();
-    endpoints.extend(public_endpoints());
+    endpoints.extend(outside_endpoints());
     endpoints.sort();
     endpoints
 }
@@ -220,23 +223,39 @@ pub fn routes_and_check_lines(parts: ApiParts) -> (Router, Arc<dyn karpor_health
     let limits = parts.limits;
     let storage_type = state.storage.backend();
     let (api, declared) = handlers().into_parts();
+    // Who the caller is (each route checks its own permission).
+    let api = api.fallback(envelope::not_found).with_state(state).layer(
+        axum::middleware::from_fn_with_state(authentication.clone(), auth::authenticate),
+    );
+    // The MCP tools call the routes in process, as their caller: within the `/mcp`
+    // request's own limits, so with none of their own.
+    let in_process = api
+        .clone()
+        .layer(axum::middleware::from_fn(envelope::envelope))
+        .split_for_parts()
+        .0;
+    // One limit on requests at once for the API and `/mcp` together.
+    let concurrency = GlobalConcurrencyLimitLayer::new(limits.concurrency);
+    let timeout =
+        TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, limits.request_timeout);
+    // Innermost first: the body limit, the concurrency limit, the timeout, and outermost
+    // the envelope, so every refusal above is enveloped too (`/mcp`'s own answers are
+    // marked to pass it).
     let api = api
-        .fallback(envelope::not_found)
-        .with_state(state)
-        // Innermost first: who the caller is (each route checks its own permission), the
-        // body limit, the concurrency limit, the timeout, and outermost the envelope, so
-        // every refusal above is enveloped too.
+        .layer(DefaultBodyLimit::max(limits.body_bytes))
+        .layer(RequestBodyLimitLayer::new(limits.body_bytes))
+        .layer(concurrency.clone())
+        .layer(timeout)
+        .layer(axum::middleware::from_fn(envelope::envelope));
+    let mcp = mcp::route(in_process, &limits.mcp)
         .layer(axum::middleware::from_fn_with_state(
             authentication.clone(),
             auth::authenticate,
         ))
         .layer(DefaultBodyLimit::max(limits.body_bytes))
         .layer(RequestBodyLimitLayer::new(limits.body_bytes))
-        .layer(GlobalConcurrencyLimitLayer::new(limits.concurrency))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::SERVICE_UNAVAILABLE,
-            limits.request_timeout,
-        ))
+        .layer(concurrency)
+        .layer(timeout)
         .layer(axum::middleware::from_fn(envelope::envelope));
     let (api, document) = nested(api);
     check_permissions(&document, &declared);
@@ -250,7 +269,7 @@ pub fn routes_and_check_lines(parts: ApiParts) -> (Router, Arc<dyn karpor_health
             StatusCode::SERVICE_UNAVAILABLE,
             limits.request_timeout,
         ));
-    (api.merge(outside), check_lines)
+    (api.merge(outside).merge(mcp), check_lines)
 }
 
 #[cfg(test)]
