@@ -343,6 +343,19 @@ fn check_tools(calls: &Value, ns_a: &str) {
     ] {
         refused_arguments(calls, what, naming);
     }
+    // The prompt names the tools and the object; a name Kubernetes would not take is
+    // refused before it reaches a prompt.
+    assert_eq!(
+        calls["prompts"],
+        json!([{"name": "diagnose", "arguments": ["cluster", "kind", "name", "namespace?"]}]),
+        "{calls}"
+    );
+    let prompt = ok(calls, "prompt").as_str().unwrap();
+    assert!(
+        prompt.contains("`describe`") && prompt.contains(ns_a),
+        "{prompt}"
+    );
+    assert_eq!(calls["badPrompt"]["code"], -32602, "{calls}");
     // A tool that is not there is the protocol's error.
     assert_eq!(calls["bad"]["unknownTool"]["code"], -32602, "{calls}");
     // What the assistant can correct: a tool error with the reason.

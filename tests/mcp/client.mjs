@@ -95,6 +95,17 @@ async function tools(client) {
     query: `select * from resources where kind = 'Secret' and namespace = '${nsA}'`,
   });
   out.secret = await call(client, 'describe', { cluster, kind: 'Secret', namespace: nsA, name: 'creds' });
+  out.prompts = (await client.listPrompts()).prompts.map((p) => ({
+    name: p.name,
+    arguments: (p.arguments ?? []).map((a) => `${a.name}${a.required ? '' : '?'}`),
+  }));
+  out.prompt = await step(async () => {
+    const r = await client.getPrompt({ name: 'diagnose', arguments: { cluster, kind: 'Deployment', namespace: nsA, name: 'web' } });
+    return r.messages.map((m) => m.content.text).join('\n');
+  });
+  out.badPrompt = await step(() =>
+    client.getPrompt({ name: 'diagnose', arguments: { cluster, kind: 'Deployment', namespace: 'Not Valid', name: 'web' } }),
+  );
   out.bad = {
     type: await call(client, 'search', { query: 5 }),
     unknownField: await call(client, 'search', { query: 'x', colour: 'red' }),

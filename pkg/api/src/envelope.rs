@@ -47,6 +47,18 @@ struct Payload {
     data: Value,
 }
 
+/// A handler's answer as the envelope would hold it, read in process (the MCP tools):
+/// `Ok(data)` for a success, else `Err(message)`; `None` when no handler wrote it (a
+/// layer's or an extractor's refusal, whose body is its text).
+pub(crate) fn answered(response: &mut Response) -> Option<Result<Value, String>> {
+    let payload = response.extensions_mut().remove::<Payload>()?;
+    Some(if response.status().is_success() {
+        Ok(payload.data)
+    } else {
+        Err(payload.message)
+    })
+}
+
 impl<T: Serialize> IntoResponse for Reply<T> {
     fn into_response(self) -> Response {
         let mut response = self.status.into_response();
@@ -189,21 +201,8 @@ pub(crate) async fn envelope(request: Request, next: Next) -> Response {
             if parts.status == StatusCode::UNPROCESSABLE_ENTITY {
                 parts.status = StatusCode::BAD_REQUEST;
             }
-            let text = to_bytes(body, 64 * 1024).await.unwrap_or_default();
-            let text = String::from_utf8_lossy(&text);
-            let mut message: String = redact_quoted(text.trim())
-                .chars()
-                .take(MAX_REFUSAL)
-                .collect();
-            if message.is_empty() {
-                message = parts
-                    .status
-                    .canonical_reason()
-                    .unwrap_or("error")
-                    .to_owned();
-            }
             Payload {
-                message,
+                message: refusal(parts.status, body).await,
                 data: Value::Null,
             }
         }
@@ -226,6 +225,21 @@ pub(crate) async fn envelope(request: Request, next: Next) -> Response {
     );
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(bytes))
+}
+
+/// A layer's or an extractor's refusal as a message: its text, quoted values redacted,
+/// cut short; the status's reason when it has none.
+pub(crate) async fn refusal(status: StatusCode, body: Body) -> String {
+    let text = to_bytes(body, 64 * 1024).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let message: String = redact_quoted(text.trim())
+        .chars()
+        .take(MAX_REFUSAL)
+        .collect();
+    if message.is_empty() {
+        return status.canonical_reason().unwrap_or("error").to_owned();
+    }
+    message
 }
 
 /// A refusal's text with every double-quoted part (serde quotes the value it could not

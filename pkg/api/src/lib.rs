@@ -229,11 +229,7 @@ pub fn routes_and_check_lines(parts: ApiParts) -> (Router, Arc<dyn karpor_health
     );
     // The MCP tools call the routes in process, as their caller: within the `/mcp`
     // request's own limits, so with none of their own.
-    let in_process = api
-        .clone()
-        .layer(axum::middleware::from_fn(envelope::envelope))
-        .split_for_parts()
-        .0;
+    let in_process = api.clone().split_for_parts().0;
     // One limit on requests at once for the API and `/mcp` together.
     let concurrency = GlobalConcurrencyLimitLayer::new(limits.concurrency);
     let timeout =

@@ -230,7 +230,12 @@ pub(crate) struct Graph {
 
 impl Graph {
     pub(crate) fn text(&self) -> String {
-        let mut text = format!("{} {} nodes in {}", self.nodes.len(), self.of, self.cluster);
+        let mut text = format!(
+            "{} nodes ({}) in {}",
+            self.nodes.len(),
+            self.of,
+            self.cluster
+        );
         lines(&mut text, self.nodes.keys().cloned());
         text
     }

@@ -2,16 +2,12 @@
 //! credential: the route's permission, the caller's scope and the redaction apply as they
 //! do to any REST call, and nothing is reachable here that is not a route.
 
-use axum::body::{to_bytes, Body};
+use axum::body::Body;
 use axum::http::{header, HeaderMap, Request, StatusCode};
 use axum::Router;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
-use serde_json::Value;
 use tower::ServiceExt;
 
-/// The most of one REST answer read (a page of 100 objects fits many times).
-const MAX_ANSWER_BYTES: usize = 32 * 1024 * 1024;
 /// Headers a tool's REST call carries from the MCP request.
 const CARRIED: [&str; 2] = ["authorization", "x-request-id"];
 
@@ -28,17 +24,8 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// The envelope as the API writes it.
-#[derive(Deserialize)]
-struct Enveloped {
-    success: bool,
-    #[serde(default)]
-    message: String,
-    #[serde(default)]
-    data: Value,
-}
-
-/// The API's routes (under no prefix), called as one caller.
+/// The API's routes (under no prefix, without the envelope: a tool reads the handler's
+/// data as it is), called as one caller.
 #[derive(Clone)]
 pub(crate) struct Api {
     router: Router,
@@ -75,25 +62,22 @@ impl Api {
             .header(header::ACCEPT, "application/json")
             .body(Body::empty())
             .map_err(|e| internal(format!("a tool's request could not be made: {e}")))?;
-        let response = self
+        let mut response = self
             .router
             .clone()
             .oneshot(request)
             .await
             .unwrap_or_else(|never| match never {});
         let status = response.status();
-        let bytes = to_bytes(response.into_body(), MAX_ANSWER_BYTES)
-            .await
-            .map_err(|_| internal("the answer was larger than a tool may read".into()))?;
-        let answer: Enveloped = serde_json::from_slice(&bytes)
-            .map_err(|e| internal(format!("the answer was not the envelope: {e}")))?;
-        if !status.is_success() || !answer.success {
-            return Err(Failure {
-                status,
-                message: answer.message,
-            });
-        }
-        serde_json::from_value(answer.data)
+        let data = match crate::envelope::answered(&mut response) {
+            Some(Ok(data)) => data,
+            Some(Err(message)) => return Err(Failure { status, message }),
+            None => {
+                let message = crate::envelope::refusal(status, response.into_body()).await;
+                return Err(Failure { status, message });
+            }
+        };
+        serde_json::from_value(data)
             .map_err(|e| internal(format!("the answer was not the expected shape: {e}")))
     }
 }

@@ -9,6 +9,7 @@
 mod answers;
 mod args;
 mod call;
+mod prompts;
 mod tools;
 
 use std::sync::Arc;

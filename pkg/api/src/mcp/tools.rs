@@ -8,12 +8,13 @@ use std::time::Instant;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use rmcp::handler::server::router::prompt::PromptRouter;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::RequestContext;
-use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
+use rmcp::{prompt_handler, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use super::answers::{self, AuditAnswer, Described, Event, Graph, Summary};
@@ -48,6 +49,7 @@ pub(crate) struct Karpor {
     limits: McpLimits,
     calls: Arc<DefaultKeyedRateLimiter<String>>,
     tool_router: ToolRouter<Karpor>,
+    prompt_router: PromptRouter<Karpor>,
 }
 
 /// Who called and with what credential, from the HTTP request the call came in.
@@ -67,6 +69,7 @@ impl Karpor {
                 Quota::per_minute(per_minute).allow_burst(burst),
             )),
             tool_router: Self::tool_router(),
+            prompt_router: Self::prompt_router(),
         }
     }
 
@@ -524,9 +527,14 @@ impl Karpor {
 }
 
 #[tool_handler(router = self.tool_router)]
+#[prompt_handler(router = self.prompt_router)]
 impl ServerHandler for Karpor {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("karpor", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
