@@ -496,7 +496,11 @@ async fn versions_are_negotiated_and_each_caller_has_its_own_rate() {
     );
     let (_, guest) = post(&karpor, "guest-token-xyz", search(4)).await;
     assert_eq!(guest["result"]["isError"], false, "{guest}");
-    // Not JSON-RPC, no token, GET: refused, and the server is still well.
+    // Too large, not JSON-RPC, no token, GET: refused, and the server is still well.
+    let large = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "search", "arguments": {"query": "x".repeat(300 * 1024)}}});
+    let (status, _) = post(&karpor, ADMIN, large).await;
+    assert_eq!(status, 413);
     let (status, _) = post(&karpor, ADMIN, json!({"not": "json-rpc"})).await;
     assert!((400..500).contains(&status), "{status}");
     let (status, body) = post(&karpor, "wrong", initialize("2025-11-25")).await;
@@ -512,4 +516,60 @@ async fn versions_are_negotiated_and_each_caller_has_its_own_rate() {
     assert_eq!(status, 405, "no stream to resume: the server is stateless");
     let (status, _) = karpor_testkit::process::get(&karpor.url("/livez")).await;
     assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn karpor_mcp_answers_every_request_when_the_server_is_away_and_stops_at_the_end_of_input() {
+    use tokio::io::AsyncWriteExt;
+    // Nothing listens on port 1: every request gets an error, none is left waiting.
+    let mut child = tokio::process::Command::new(karpor_testkit::process::binary())
+        .args(["mcp", "--server", "http://127.0.0.1:1", "--token", "t"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let too_long = format!("{{\"x\": \"{}\"}}\n", "y".repeat(300 * 1024));
+    let input = [
+        "not json\n".to_owned(),
+        too_long,
+        json!({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}})
+        .to_string()
+            + "\n",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string() + "\n",
+    ];
+    for line in input {
+        stdin.write_all(line.as_bytes()).await.unwrap();
+    }
+    drop(stdin);
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("karpor mcp did not stop at the end of its input")
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let answers: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Two parse errors and the request's error; nothing for the notification.
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let codes: Vec<&Value> = answers.iter().map(|a| &a["error"]["code"]).collect();
+    assert_eq!(
+        codes,
+        [&json!(-32700), &json!(-32700), &json!(-32000)],
+        "{answers:?}"
+    );
+    assert_eq!(answers[2]["id"], 7, "{answers:?}");
+    assert!(
+        answers[2]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach"),
+        "{answers:?}"
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot reach"));
 }
