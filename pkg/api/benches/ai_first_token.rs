@@ -11,23 +11,21 @@
 
 #![allow(clippy::unwrap_used)] // a benchmark stops at its first failure
 
+mod serving;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::serve::ListenerExt;
 use futures::StreamExt;
 use karpor_ai::{Ai, AiConfig};
-use karpor_api::{ApiParts, Authenticator, LimitsConfig, LiveBounds, Role};
+use karpor_api::LimitsConfig;
 use karpor_core::SecretSource;
-use karpor_metastore::MetastoreConfig;
-use karpor_storage::StorageConfig;
 use karpor_testkit::model::ModelServer;
-use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
+use serving::TOKEN;
 
 const RUNS: usize = 15;
 const STAND_IN_RUNS: usize = 300;
-const TOKEN: &str = "bench-token";
 
 /// Time to the first SSE `data:` line whose text `has_text` accepts, then the stream is
 /// dropped (the generation cancelled).
@@ -106,52 +104,16 @@ async fn stand_in() -> (String, Arc<Mutex<Value>>) {
 
 /// karpor's API, on loopback, with a model service at `url`.
 async fn karpor(url: &str, key: &str, model: &str) -> std::net::SocketAddr {
-    let dir = tempfile::tempdir().unwrap().keep();
-    let metastore = karpor_metastore::connect(&MetastoreConfig::Sqlite {
-        path: dir.join("metadata.db"),
-        encryption_key_file: None,
-    })
-    .await
-    .unwrap();
-    let storage = karpor_storage::connect(&StorageConfig::Sqlite {
-        path: dir.join("resources.db"),
-    })
-    .await
-    .unwrap();
     let mut config = AiConfig::new(url.parse().unwrap(), model);
     config.api_key = Some(SecretSource::Inline(key.to_owned()));
     config.max_tokens = 8;
     config.per_caller_per_minute = 100_000;
-    let mut registry = Registry::default();
-    let exec = Arc::new(karpor_kube::ExecSettings::default());
-    let limits = LimitsConfig::default();
-    let router = karpor_api::routes(ApiParts {
-        metastore,
-        storage,
-        sync: None,
-        exec: exec.clone(),
-        auth: Authenticator::new(
-            vec![("bench".into(), Some(Role::Viewer), TOKEN.into())],
-            None,
-        ),
-        token_review: None,
-        read_only: false,
-        pod_logs: Role::Admin,
-        live: LiveBounds::new(limits.live.clone(), &mut registry),
-        limits,
-        audit: Default::default(),
-        clients: karpor_syncer::client_cache(exec),
-        rule_limits: Default::default(),
-        ai: Some(Ai::new(&config, &mut registry).unwrap()),
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    // As karpor's own server does (karpor-server's serve.rs): a frame is sent when written.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    address
+    serving::serve(
+        serving::stores().await,
+        LimitsConfig::default(),
+        |registry| Some(Ai::new(&config, registry).unwrap()),
+    )
+    .await
 }
 
 /// Medians of the direct and the through-karpor times to the first text, runs

@@ -6,20 +6,18 @@
 
 #![allow(clippy::unwrap_used)] // a benchmark stops at its first failure
 
+mod serving;
+
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::serve::ListenerExt;
-use karpor_api::{ApiParts, Authenticator, LimitsConfig, LiveBounds, Role};
-use karpor_metastore::MetastoreConfig;
-use karpor_storage::{ResourceDocument, StorageConfig};
-use prometheus_client::registry::Registry;
+use karpor_api::LimitsConfig;
+use karpor_storage::ResourceDocument;
 use serde_json::{json, Value};
+use serving::TOKEN;
 
 const DOCUMENTS: usize = 5_000;
 const RUNS: usize = 300;
-const TOKEN: &str = "bench-token";
 const QUERY: &str = "select * from resources where kind = 'Pod' and namespace = 'ns-7'";
 const PAGE: usize = 20;
 
@@ -60,53 +58,15 @@ fn pod(i: usize) -> ResourceDocument {
 }
 
 async fn karpor() -> std::net::SocketAddr {
-    let dir = tempfile::tempdir().unwrap().keep();
-    let metastore = karpor_metastore::connect(&MetastoreConfig::Sqlite {
-        path: dir.join("metadata.db"),
-        encryption_key_file: None,
-    })
-    .await
-    .unwrap();
-    let storage = karpor_storage::connect(&StorageConfig::Sqlite {
-        path: dir.join("resources.db"),
-    })
-    .await
-    .unwrap();
+    let (metastore, storage) = serving::stores().await;
     let documents: Vec<ResourceDocument> = (0..DOCUMENTS).map(pod).collect();
     for batch in documents.chunks(500) {
         storage.upsert(batch).await.unwrap();
     }
-    let mut registry = Registry::default();
-    let exec = Arc::new(karpor_kube::ExecSettings::default());
     let mut limits = LimitsConfig::default();
     limits.mcp.calls_per_minute = 1_000_000;
     limits.mcp.burst = 1_000_000;
-    let router = karpor_api::routes(ApiParts {
-        metastore,
-        storage,
-        sync: None,
-        exec: exec.clone(),
-        auth: Authenticator::new(
-            vec![("bench".into(), Some(Role::Viewer), TOKEN.into())],
-            None,
-        ),
-        token_review: None,
-        read_only: false,
-        pod_logs: Role::Admin,
-        live: LiveBounds::new(limits.live.clone(), &mut registry),
-        limits,
-        audit: Default::default(),
-        clients: karpor_syncer::client_cache(exec),
-        rule_limits: Default::default(),
-        ai: None,
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    address
+    serving::serve((metastore, storage), limits, |_| None).await
 }
 
 /// The time of one call, and how many objects it answered.
