@@ -356,6 +356,27 @@ fn check_tools(calls: &Value, ns_a: &str) {
         "{prompt}"
     );
     assert_eq!(calls["badPrompt"]["code"], -32602, "{calls}");
+    // An object's YAML as a resource, redacted as everywhere; a URI that is not an
+    // object's is refused.
+    assert_eq!(
+        calls["templates"],
+        json!([
+            "karpor://{cluster}/{kind}/{namespace}/{name}",
+            "karpor://{cluster}/{kind}/{name}"
+        ])
+    );
+    let resource = &ok(calls, "resource")[0];
+    assert_eq!(resource["mimeType"], "application/yaml", "{resource}");
+    assert!(
+        resource["text"].as_str().unwrap().contains("mode: b"),
+        "{resource}"
+    );
+    let secret = &ok(calls, "secretResource")[0];
+    assert!(
+        secret["text"].as_str().unwrap().contains("[redacted]"),
+        "{secret}"
+    );
+    assert!(calls["badResource"]["code"].is_i64(), "{calls}");
     // A tool that is not there is the protocol's error.
     assert_eq!(calls["bad"]["unknownTool"]["code"], -32602, "{calls}");
     // What the assistant can correct: a tool error with the reason.
@@ -368,7 +389,9 @@ fn check_tools(calls: &Value, ns_a: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_typescript_sdk_uses_every_tool_over_http_and_stdio_within_the_callers_scope() {
-    let scene = Scene::start("").await;
+    // Many calls in a few seconds: the rate per caller is its own test's.
+    let scene =
+        Scene::start("server: {limits: {mcp: {calls_per_minute: 10000, burst: 1000}}}\n").await;
     let report = scene.client_report();
     let text = report.to_string();
     assert!(
@@ -400,6 +423,7 @@ async fn the_typescript_sdk_uses_every_tool_over_http_and_stdio_within_the_calle
     let hidden = ok(guest, "hidden");
     assert_eq!(hidden["isError"], true, "{hidden}");
     assert!(!hidden.to_string().contains("\"mode\""), "{hidden}");
+    assert_eq!(guest["hiddenResource"]["code"], -32002, "{guest}");
     let audit = answered(guest, "audit");
     assert!(!audit.to_string().contains(&scene.ns_b), "{audit}");
     let changes = answered(guest, "changes");

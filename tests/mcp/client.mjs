@@ -106,6 +106,15 @@ async function tools(client) {
   out.badPrompt = await step(() =>
     client.getPrompt({ name: 'diagnose', arguments: { cluster, kind: 'Deployment', namespace: 'Not Valid', name: 'web' } }),
   );
+  out.templates = (await client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
+  const read = (uri) =>
+    step(async () => {
+      const r = await client.readResource({ uri });
+      return r.contents.map((c) => ({ uri: c.uri, mimeType: c.mimeType, text: c.text }));
+    });
+  out.resource = await read(`karpor://${cluster}/ConfigMap/${nsA}/settings`);
+  out.secretResource = await read(`karpor://${cluster}/Secret/${nsA}/creds`);
+  out.badResource = await read(`karpor://${cluster}/ConfigMap/../../etc/passwd`);
   out.bad = {
     type: await call(client, 'search', { query: 5 }),
     unknownField: await call(client, 'search', { query: 'x', colour: 'red' }),
@@ -145,6 +154,7 @@ report.guest = await step(async () => {
   const out = {
     configmaps: await call(client, 'search', { query: "select * from resources where kind = 'ConfigMap'", pageSize: 100 }),
     hidden: await call(client, 'describe', { cluster, kind: 'ConfigMap', namespace: nsB, name: 'hidden' }),
+    hiddenResource: await step(() => client.readResource({ uri: `karpor://${cluster}/ConfigMap/${nsB}/hidden` })),
     audit: await call(client, 'audit', {}),
     changes: await call(client, 'changes', { since: '1h', pageSize: 100 }),
   };

@@ -112,6 +112,8 @@ pub(crate) struct SearchAnswer {
     /// The query that ran (for `nl`, the SQL the model wrote).
     pub sql_query: String,
     pub total: u64,
+    /// `false`: matches were counted up to 10,000 and `total` is at least that many.
+    pub total_exact: bool,
     pub page: u32,
     pub page_size: u32,
     pub items: Vec<Summary>,
@@ -120,8 +122,9 @@ pub(crate) struct SearchAnswer {
 impl SearchAnswer {
     pub(crate) fn text(&self) -> String {
         let shown = self.items.len();
+        let more = if self.total_exact { "" } else { "+" };
         let mut text = format!(
-            "{} objects match `{}`; page {} holds {shown}.",
+            "{}{more} objects match `{}`; page {} holds {shown}.",
             self.total, self.sql_query, self.page
         );
         lines(&mut text, self.items.iter().map(Summary::line));

@@ -45,9 +45,11 @@ impl Pattern {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct SearchArgs {
     /// SQL such as `select * from resources where kind = 'Deployment' and namespace = 'shop'`
-    /// (columns: cluster, apiVersion, kind, namespace, name, labels['k'], annotations['k'],
-    /// creationTimestamp, content; operators =, !=, like, in, and, or, not; order by, limit),
-    /// a keyword, or a question, as `pattern` says.
+    /// (columns: cluster, apiVersion, kind, namespace, name, labels.KEY, annotations.KEY
+    /// (a key with dots in backticks: labels.`app.kubernetes.io/name`), creationTimestamp,
+    /// issue, severity; operators =, !=, <, >, like, in, between, and, or, not;
+    /// contains(content, 'words') for text anywhere in the object; order by, limit), a
+    /// keyword, or a question, as `pattern` says.
     pub query: String,
     /// `sql` (the default), `keyword`, or `nl` (a question; only when the server has a
     /// model service).

@@ -10,6 +10,7 @@ mod answers;
 mod args;
 mod call;
 mod prompts;
+mod resources;
 mod tools;
 
 use std::sync::Arc;

@@ -12,7 +12,10 @@ use rmcp::handler::server::router::prompt::PromptRouter;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, Implementation, ListResourceTemplatesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+};
 use rmcp::service::RequestContext;
 use rmcp::{prompt_handler, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
@@ -37,7 +40,7 @@ const EVENTS: usize = 10;
 const INSTRUCTIONS: &str = "karpor indexes the Kubernetes objects of every registered cluster \
 (Secret values and managed fields are never shown). Start with `clusters`, then `search` with \
 SQL such as `select * from resources where kind = 'Deployment' and namespace = 'shop'` or \
-`select * from resources where kind = 'Pod' and content like '%CrashLoopBackOff%'`. \
+`select * from resources where kind = 'Pod' and contains(content, 'CrashLoopBackOff')`. \
 `describe` gives one object with its findings, relations and recent events; `audit` the \
 findings of a scope, most severe first; `topology` what relates to what; `changes` and \
 `history` what changed and when. Everything is read-only and limited to what your token may see.";
@@ -53,7 +56,7 @@ pub(crate) struct Karpor {
 }
 
 /// Who called and with what credential, from the HTTP request the call came in.
-struct Calling {
+pub(super) struct Calling {
     headers: HeaderMap,
     who: String,
 }
@@ -74,7 +77,11 @@ impl Karpor {
     }
 
     /// The caller of this call (the `/mcp` route let it in), within its rate.
-    fn calling(&self, tool: &str, ctx: &RequestContext<RoleServer>) -> Result<Calling, ErrorData> {
+    pub(super) fn calling(
+        &self,
+        tool: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Calling, ErrorData> {
         let parts = ctx.extensions.get::<Parts>().ok_or_else(|| {
             ErrorData::internal_error("a tool was called without its HTTP request", None)
         })?;
@@ -140,7 +147,30 @@ impl Karpor {
         }
     }
 
-    async fn get<T: serde::de::DeserializeOwned>(
+    /// A resource read's outcome, with its access-log line: a refusal is the protocol's
+    /// error (a resource has no error result of its own).
+    pub(super) fn finish_read<T>(
+        &self,
+        calling: &Calling,
+        started: Instant,
+        outcome: Result<T, Refused>,
+    ) -> Result<T, ErrorData> {
+        let (status, error) = match outcome {
+            Ok(read) => {
+                record(&calling.who, "resource", "allowed", StatusCode::OK, started);
+                return Ok(read);
+            }
+            Err(Refused::Arguments(e)) => (StatusCode::BAD_REQUEST, e),
+            Err(Refused::Failed(f)) if f.status == StatusCode::NOT_FOUND => {
+                (f.status, ErrorData::resource_not_found(f.message, None))
+            }
+            Err(Refused::Failed(f)) => (f.status, ErrorData::internal_error(f.message, None)),
+        };
+        record(&calling.who, "resource", "failed", status, started);
+        Err(error)
+    }
+
+    pub(super) async fn get<T: serde::de::DeserializeOwned>(
         &self,
         calling: &Calling,
         path: &str,
@@ -151,7 +181,7 @@ impl Karpor {
 
     /// The names with `apiVersion` found from the stored object when left out; with it,
     /// the object as search answers it (redacted, with its findings).
-    async fn located(
+    pub(super) async fn located(
         &self,
         calling: &Calling,
         mut names: Names,
@@ -218,6 +248,7 @@ impl Karpor {
         let answer = answers::SearchAnswer {
             sql_query: found.sql_query,
             total: found.total,
+            total_exact: found.total_relation == crate::types::TotalRelation::Eq,
             page,
             page_size: size,
             items: found
@@ -533,10 +564,27 @@ impl ServerHandler for Karpor {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_prompts()
+            .enable_resources()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("karpor", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(Self::resource_templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.read_object(request.uri, ctx).await.map(Into::into)
     }
 }
 
@@ -551,7 +599,7 @@ fn done<T: serde::Serialize>(
 /// Why a tool did not answer: arguments it refused, or a failure of the work itself.
 /// Both are tool errors the assistant reads and may correct (as MCP asks of input
 /// validation since 2025-11-25, and as the SDK answers arguments of the wrong shape).
-enum Refused {
+pub(super) enum Refused {
     Arguments(ErrorData),
     Failed(Failure),
 }
