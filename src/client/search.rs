@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use karpor_api::types::{SearchItem, SearchPage};
+use karpor_api::types::{SearchItem, SearchPage, TotalRelation};
 use serde_json::Value;
 
 use super::output::{print_json, print_list, print_yaml, Column};
@@ -61,8 +61,14 @@ async fn search(args: &SearchArgs) -> Result<(), Failed> {
         _ => {
             print_list(format, &page.items, &COLUMNS, resource_name)?;
             if format != Output::Name {
+                // A total counted only up to the server's cap is at least that many.
+                let more = if page.total_relation == TotalRelation::Gte {
+                    "+"
+                } else {
+                    ""
+                };
                 eprintln!(
-                    "{} of {} (page {})",
+                    "{} of {}{more} (page {})",
                     page.items.len(),
                     page.total,
                     page.current_page

@@ -446,6 +446,18 @@ impl SearchStorage for Visible {
             .await
     }
 
+    async fn search_counted(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+        count_up_to: u64,
+    ) -> Result<SearchResult, StorageError> {
+        self.storage
+            .search_counted(&self.scoped(query.clone()), from, size, count_up_to)
+            .await
+    }
+
     async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError> {
         self.storage.audit_totals(&self.scoped(query.clone())).await
     }
@@ -603,6 +615,7 @@ mod tests {
             Ok(SearchResult {
                 items: Vec::new(),
                 total: 0,
+                exact: true,
             })
         }
         async fn audit_totals(&self, _: &Query) -> Result<AuditTotals, StorageError> {

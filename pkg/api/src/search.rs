@@ -22,11 +22,14 @@ use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::{ErrorEnvelope, Errors};
 use crate::redact;
 use crate::scope::Visible;
-use crate::types::{Envelope, SearchItem, SearchPage};
+use crate::types::{Envelope, SearchItem, SearchPage, TotalRelation};
 use crate::AppState;
 
 /// Largest page.
 pub(crate) const MAX_PAGE_SIZE: u64 = 1000;
+/// Matches a search counts before its total becomes a lower bound: an exact count of a
+/// quarter of a million matches costs more than the page (Elasticsearch's default too).
+pub(crate) const COUNT_UP_TO: u64 = 10_000;
 /// A page's size when none (or one Karpor would not take) is given.
 const DEFAULT_PAGE_SIZE: u64 = 10;
 
@@ -148,7 +151,9 @@ async fn page(visible: &Visible, params: SearchParams, ai: Option<&Ai>) -> ApiRe
         }
         _ => return Err(ApiError::bad_request("query (or keyword) is required")),
     };
-    let result = visible.search(&query, from, page_size).await?;
+    let result = visible
+        .search_counted(&query, from, page_size, COUNT_UP_TO)
+        .await?;
     Ok(Reply::ok(answer(result, shown, &columns, page, page_size)))
 }
 
@@ -176,6 +181,7 @@ fn answer(
             .collect(),
         sql_query: shown,
         total: result.total,
+        total_relation: TotalRelation::of(result.exact),
         current_page: page,
         page_size,
     }
@@ -215,7 +221,7 @@ async fn natural(
     let found = ai
         .search(question, &catalog, |query| async move {
             visible
-                .search(&query, from, size)
+                .search_counted(&query, from, size, COUNT_UP_TO)
                 .await
                 .map_err(|e| match e {
                     StorageError::Invalid(reason) => RunError::Query(reason),

@@ -29,7 +29,7 @@ pub use history::{
     ObjectAt, ObjectName, Rebuilt, Revision,
 };
 pub use metered::metered;
-pub use window::{total, window, Window};
+pub use window::{capped_total, total, window, Window};
 
 /// Writes and reads of documents by id.
 #[async_trait]
@@ -119,6 +119,9 @@ pub struct SearchResult {
     pub items: Vec<ResourceDocument>,
     /// Matches in all, within the query's OFFSET and LIMIT.
     pub total: u64,
+    /// `false`: `total` is a lower bound (matches were counted only up to a cap; the
+    /// page itself is exact).
+    pub exact: bool,
 }
 
 /// A term and how many documents have it.
@@ -160,6 +163,21 @@ pub trait SearchStorage: Send + Sync + 'static {
         from: u64,
         size: u64,
     ) -> Result<SearchResult, StorageError>;
+
+    /// As [`SearchStorage::search`], with matches counted only up to `count_up_to`: past
+    /// it the total is that many and not [`SearchResult::exact`] (Elasticsearch's
+    /// `track_total_hits`). The page is the same either way. A backend that counts
+    /// cheaply may count them all.
+    async fn search_counted(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+        count_up_to: u64,
+    ) -> Result<SearchResult, StorageError> {
+        let _ = count_up_to;
+        self.search(query, from, size).await
+    }
 
     /// Documents, score sum and findings by severity of the query's matches (its ORDER,
     /// LIMIT and OFFSET ignored).

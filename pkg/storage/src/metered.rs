@@ -129,6 +129,17 @@ impl SearchStorage for Metered {
         self.ops.observe("search", work).await
     }
 
+    async fn search_counted(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+        count_up_to: u64,
+    ) -> Result<SearchResult, StorageError> {
+        let work = self.inner.search_counted(query, from, size, count_up_to);
+        self.ops.observe("search", work).await
+    }
+
     async fn terms(
         &self,
         field: &Field,

@@ -32,6 +32,20 @@ pub fn total(query: &Query, matches: u64) -> u64 {
     }
 }
 
+/// The total from matches counted up to `cap` (`counted` is at most `cap + 1`), and
+/// whether it is exact: past the cap it is a lower bound, unless the query's own LIMIT
+/// ends the matches first.
+pub fn capped_total(query: &Query, counted: u64, cap: u64) -> (u64, bool) {
+    if counted <= cap {
+        return (total(query, counted), true);
+    }
+    let offset = query.offset.unwrap_or(0);
+    let exact = query
+        .limit
+        .is_some_and(|limit| limit <= cap.saturating_sub(offset));
+    (total(query, cap), exact)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +66,16 @@ mod tests {
         assert_eq!(total(&q, 100), 25);
         assert_eq!(total(&q, 12), 2);
         assert_eq!(total(&query(None, None), 7), 7);
+    }
+
+    #[test]
+    fn a_total_past_its_cap_is_a_lower_bound_unless_the_limit_ends_first() {
+        let all = query(None, None);
+        assert_eq!(capped_total(&all, 5, 10), (5, true));
+        assert_eq!(capped_total(&all, 10, 10), (10, true));
+        assert_eq!(capped_total(&all, 11, 10), (10, false));
+        assert_eq!(capped_total(&query(Some(5), None), 11, 10), (5, true));
+        assert_eq!(capped_total(&query(Some(5), Some(8)), 11, 10), (2, false));
+        assert_eq!(capped_total(&query(Some(2), Some(8)), 11, 10), (2, true));
     }
 }

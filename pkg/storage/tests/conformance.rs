@@ -408,6 +408,56 @@ async fn pages_add_up_to_the_whole_answer() {
 }
 
 #[tokio::test]
+async fn totals_counted_up_to_a_cap_are_lower_bounds_and_pages_stay_exact() {
+    let backends = loaded().await;
+    let query = parse("select * from resources where kind != 'Secret' order by name").unwrap();
+    let limited =
+        parse("select * from resources where kind != 'Secret' order by name limit 20").unwrap();
+    for b in &backends {
+        let whole = b.storage.search(&query, 0, 1000).await.unwrap();
+        let all = whole.total;
+        assert!(all > 60 && whole.exact, "{}: {all}", b.name);
+        let ids = |r: &karpor_storage::SearchResult| -> Vec<String> {
+            r.items.iter().map(|d| d.id()).collect()
+        };
+        let whole_ids = ids(&whole);
+        let counted = |from, size, cap| {
+            let storage = b.storage.clone();
+            let query = query.clone();
+            async move {
+                storage
+                    .search_counted(&query, from, size, cap)
+                    .await
+                    .unwrap()
+            }
+        };
+        // Past the cap: the cap, as a lower bound, on the first page, a deep one and the last.
+        for from in [0, 40, all - 5] {
+            let page = counted(from, 10, 30).await;
+            assert_eq!(
+                (page.total, page.exact),
+                (30, false),
+                "{} from {from}",
+                b.name
+            );
+            let end = (from + 10).min(all) as usize;
+            assert_eq!(
+                ids(&page),
+                whole_ids[from as usize..end],
+                "{} from {from}",
+                b.name
+            );
+        }
+        // At or under the cap: exact.
+        let page = counted(0, 10, all).await;
+        assert_eq!((page.total, page.exact), (all, true), "{}", b.name);
+        // The query's own LIMIT ends the matches before the cap: exact too.
+        let page = b.storage.search_counted(&limited, 0, 10, 30).await.unwrap();
+        assert_eq!((page.total, page.exact), (20, true), "{}", b.name);
+    }
+}
+
+#[tokio::test]
 async fn term_aggregations_agree() {
     let backends = loaded().await;
     let all = parse("select * from resources").unwrap();

@@ -30,6 +30,29 @@ pub struct SearchPage {
     /// DSL text, or the keyword.
     pub sql_query: String,
     pub total: u64,
+    /// `eq`: `total` counts every match; `gte`: counting stopped at 10,000 and `total` is a
+    /// lower bound (as Elasticsearch says it). Pages are exact either way.
+    #[serde(default)]
+    pub total_relation: TotalRelation,
     pub current_page: u64,
     pub page_size: u64,
+}
+
+/// Whether a total is every match or a lower bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TotalRelation {
+    #[default]
+    Eq,
+    Gte,
+}
+
+impl TotalRelation {
+    pub fn of(exact: bool) -> TotalRelation {
+        if exact {
+            TotalRelation::Eq
+        } else {
+            TotalRelation::Gte
+        }
+    }
 }

@@ -29,7 +29,7 @@ use time::OffsetDateTime;
 use crate::config::{ElasticConfig, RefreshPolicy};
 use crate::document::{document_id, fence_version, HistoryNote, ResourceDocument};
 use crate::history::{revise, Revision};
-use crate::window::{total, window};
+use crate::window::{capped_total, total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
 };
@@ -600,13 +600,14 @@ impl ResourceStorage for ElasticStorage {
     }
 }
 
-#[async_trait]
-impl SearchStorage for ElasticStorage {
-    async fn search(
+impl ElasticStorage {
+    /// A page of `query`, its matches counted in all or up to `count_up_to`.
+    async fn page(
         &self,
         query: &Query,
         from: u64,
         size: u64,
+        count_up_to: Option<u64>,
     ) -> Result<SearchResult, StorageError> {
         self.ready().await?;
         let rows = window(query, from, size);
@@ -615,12 +616,13 @@ impl SearchStorage for ElasticStorage {
                 "results beyond the first {MAX_WINDOW} cannot be paged to: narrow the query"
             )));
         }
+        let track = count_up_to.map_or(json!(true), |cap| json!(cap));
         let body = json!({
             "query": translate::filter(&query.filter),
             "sort": translate::sort(&query.order_by),
             "from": rows.from,
             "size": rows.size,
-            "track_total_hits": true,
+            "track_total_hits": track,
         });
         let answer = self.search_request(body, "search").await?;
         let hits = answer["hits"]["hits"]
@@ -632,10 +634,39 @@ impl SearchStorage for ElasticStorage {
             .map(|hit| decode(&hit["_source"]))
             .collect::<Result<_, _>>()?;
         let matches = answer["hits"]["total"]["value"].as_u64().unwrap_or(0);
+        let (total, exact) = match (count_up_to, answer["hits"]["total"]["relation"].as_str()) {
+            // "gte": counting stopped at the cap; one more than it stands for "more".
+            (Some(cap), Some("gte")) => capped_total(query, cap + 1, cap),
+            (Some(cap), _) => capped_total(query, matches, cap),
+            (None, _) => (total(query, matches), true),
+        };
         Ok(SearchResult {
             items,
-            total: total(query, matches),
+            total,
+            exact,
         })
+    }
+}
+
+#[async_trait]
+impl SearchStorage for ElasticStorage {
+    async fn search(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+    ) -> Result<SearchResult, StorageError> {
+        self.page(query, from, size, None).await
+    }
+
+    async fn search_counted(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+        count_up_to: u64,
+    ) -> Result<SearchResult, StorageError> {
+        self.page(query, from, size, Some(count_up_to)).await
     }
 
     async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError> {

@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 
 use crate::document::{document_id, fence_version, millis, HistoryNote, ResourceDocument};
 use crate::history::revise;
-use crate::window::{total, window};
+use crate::window::{capped_total, total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
 };
@@ -428,13 +428,14 @@ impl ResourceStorage for SqliteStorage {
     }
 }
 
-#[async_trait]
-impl SearchStorage for SqliteStorage {
-    async fn search(
+impl SqliteStorage {
+    /// A page of `query`, its matches counted in all or up to `count_up_to`.
+    async fn page(
         &self,
         query: &Query,
         from: u64,
         size: u64,
+        count_up_to: Option<u64>,
     ) -> Result<SearchResult, StorageError> {
         let mut where_ = Sql::default();
         filter(&query.filter, &mut where_, page_scope(&query.filter));
@@ -479,24 +480,60 @@ impl SearchStorage for SqliteStorage {
         } else {
             let mut counted = Sql::default();
             filter(&query.filter, &mut counted, ScopeUse::Find);
-            sqlx::query_with(
-                AssertSqlSafe(format!(
-                    "SELECT count(*) FROM resources r WHERE {}",
-                    counted.text
-                )),
-                arguments(counted.params)?,
-            )
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(from_sqlx)?
-            .try_get::<i64, _>(0)
-            .map_err(from_sqlx)? as u64
+            // Up to a cap, the count stops at the first match past it.
+            let text = match count_up_to {
+                Some(cap) => {
+                    counted.params.push(Param::Int(
+                        i64::try_from(cap.saturating_add(1)).unwrap_or(i64::MAX),
+                    ));
+                    format!(
+                        "SELECT count(*) FROM (SELECT 1 FROM resources r WHERE {} LIMIT ?)",
+                        counted.text
+                    )
+                }
+                None => format!("SELECT count(*) FROM resources r WHERE {}", counted.text),
+            };
+            sqlx::query_with(AssertSqlSafe(text), arguments(counted.params)?)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(from_sqlx)?
+                .try_get::<i64, _>(0)
+                .map_err(from_sqlx)? as u64
         };
         tx.commit().await.map_err(from_sqlx)?;
+        // Past the cap even a short page's own count is told as the cap, as Elasticsearch
+        // tells it: both backends answer a page the same.
+        let (total, exact) = match count_up_to {
+            Some(cap) => capped_total(query, count, cap),
+            None => (total(query, count), true),
+        };
         Ok(SearchResult {
             items,
-            total: total(query, count),
+            total,
+            exact,
         })
+    }
+}
+
+#[async_trait]
+impl SearchStorage for SqliteStorage {
+    async fn search(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+    ) -> Result<SearchResult, StorageError> {
+        self.page(query, from, size, None).await
+    }
+
+    async fn search_counted(
+        &self,
+        query: &Query,
+        from: u64,
+        size: u64,
+        count_up_to: u64,
+    ) -> Result<SearchResult, StorageError> {
+        self.page(query, from, size, Some(count_up_to)).await
     }
 
     async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError> {
