@@ -83,6 +83,22 @@ impl Scene {
                 "selector": {"matchLabels": {"app": "web"}}, "template": template}}),
         )
         .await;
+        // An Event about the Deployment, as its controller would write one: `describe`
+        // reads it from the cluster.
+        let now = time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+        kube.create(
+            &resource("", "v1", "Event", "events"),
+            Some(&ns_a),
+            json!({"metadata": {"name": "web.scaled"}, "type": "Normal",
+                "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment",
+                    "namespace": ns_a, "name": "web"},
+                "reason": "ScalingReplicaSet", "message": "Scaled up replica set web-1 to 2",
+                "count": 1, "firstTimestamp": now, "lastTimestamp": now,
+                "source": {"component": "deployment-controller"}}),
+        )
+        .await;
         let karpor = Spawn::serve(&config).in_dir(dir.path()).start();
         let admin = Client::with_token(&karpor, ADMIN);
         let stored = |ns: String| {
@@ -268,7 +284,13 @@ fn check_tools(calls: &Value, ns_a: &str) {
         !described["findings"].as_array().unwrap().is_empty(),
         "{described}"
     );
-    assert!(described["events"].is_array(), "{described}");
+    let events = described["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "ScalingReplicaSet" && e["type"] == "Normal"),
+        "{described}"
+    );
     assert!(
         described["unavailable"].as_array().unwrap().is_empty(),
         "{described}"
