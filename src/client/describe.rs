@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use karpor_api::types::{AuditData, DetailedObject, ScoreData, TopologyAnswer};
 use serde_json::{Map, Value};
 
-use super::output::{print_json, print_yaml, table};
+use super::output::{emit, print_json, print_yaml, table};
 use super::{encode, finish, refused, text, time_text, Api, Failed, Refusal};
 use crate::args::{DescribeArgs, Output};
 
@@ -111,7 +111,7 @@ async fn describe(args: &DescribeArgs) -> Result<(), Failed> {
         .try_get(reqwest::Method::GET, &format!("/insight/events?{full}"))
         .await?;
     recent_events(&mut out, events);
-    print!("{out}");
+    emit(&out);
     Ok(())
 }
 

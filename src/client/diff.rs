@@ -11,7 +11,8 @@ use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
 use super::describe::locator;
-use super::history::{emit, revisions, seen, Paint, MAX_REVISIONS};
+use super::history::{revisions, seen, Paint, MAX_REVISIONS};
+use super::output::emit;
 use super::{finish, refused, text, Api, Failed};
 use crate::args::DiffArgs;
 

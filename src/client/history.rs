@@ -5,7 +5,7 @@
 //! `-o json|yaml` prints the API's answer.
 
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write as _};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use karpor_api::types::{HistoryAnswer, RevisionView};
@@ -13,7 +13,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::describe::locator;
-use super::output::{print_json, print_yaml};
+use super::output::{emit, print_json, print_yaml};
 use super::{finish, time_text, Api, Failed};
 use crate::args::{HistoryArgs, Output};
 
@@ -69,14 +69,6 @@ async fn history(args: &HistoryArgs) -> Result<(), Failed> {
     }
     emit(&out);
     Ok(())
-}
-
-/// Printed whole; a closed pipe (`| head`) ends the command quietly.
-pub(super) fn emit(out: &str) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush());
 }
 
 /// A time to the second, as the tables show it.

@@ -2,6 +2,7 @@
 //! the JSON or YAML of the answer, or one `kind/name` a line.
 
 use std::fmt::Display;
+use std::io::Write as _;
 
 use serde::Serialize;
 
@@ -25,7 +26,13 @@ pub(super) fn print_list<T: Serialize>(
     match format {
         Output::Json => print_json(&items),
         Output::Yaml => print_yaml(&items)?,
-        Output::Name => items.iter().for_each(|item| println!("{}", name(item))),
+        Output::Name => {
+            let names: String = items
+                .iter()
+                .map(|item| format!("{}\n", name(item)))
+                .collect();
+            emit(&names);
+        }
         Output::Table | Output::Wide => {
             let shown: Vec<&Column<T>> = columns
                 .iter()
@@ -36,26 +43,34 @@ pub(super) fn print_list<T: Serialize>(
                 .map(|item| shown.iter().map(|c| (c.cell)(item)).collect())
                 .collect();
             let header: Vec<&str> = shown.iter().map(|c| c.header).collect();
-            print!("{}", table(&header, rows));
+            emit(&table(&header, rows));
         }
     }
     Ok(())
 }
 
+/// Printed whole; a closed pipe (`| head`) ends the command quietly, where `println!`
+/// would panic.
+pub(super) fn emit(out: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush());
+}
+
 /// As JSON, its keys sorted (through a `Value`) as the API's answer reads.
 pub(super) fn print_json(value: &impl Serialize) {
     let value = serde_json::to_value(value).unwrap_or_default();
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&value).unwrap_or_default()
-    );
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    emit(&text);
 }
 
 pub(super) fn print_yaml(value: &impl Serialize) -> Result<(), Failed> {
     let value = serde_json::to_value(value).unwrap_or_default();
     let text = serde_saphyr::to_string(&value)
         .map_err(|e| refused(format!("cannot write the answer as YAML: {e}")))?;
-    print!("{text}");
+    emit(&text);
     Ok(())
 }
 

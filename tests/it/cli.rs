@@ -122,6 +122,28 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let page: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(page["total"], 1, "{out}");
     assert_eq!(page["items"][0]["object"]["data"]["k"], "v");
+    // Into a pipe its reader closed at once (`| head -0`): the command ends quietly,
+    // without a panic (exit 101).
+    let mut child = Command::new(karpor_testkit::process::binary())
+        .args([
+            "search",
+            "select * from resources",
+            "--page-size",
+            "1000",
+            "-o",
+            "json",
+        ])
+        .args(["--server", &url])
+        .current_dir(server.dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let closed = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&closed.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(closed.status.code(), Some(0), "{stderr}");
 
     let (code, out, _) = text(&karpor(&["cluster", "list"], &url, server.dir(), &[]));
     assert_eq!(code, 0);
