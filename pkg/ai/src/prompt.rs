@@ -64,11 +64,13 @@ pub struct Catalog {
 }
 
 fn listed(values: &[String]) -> String {
-    let shown: Vec<&str> = values
+    // The empty namespace (cluster-scoped objects) is explained apart, not listed.
+    let values: Vec<&str> = values
         .iter()
-        .take(MAX_CATALOG_VALUES)
         .map(String::as_str)
+        .filter(|v| !v.is_empty())
         .collect();
+    let shown: Vec<&str> = values.iter().take(MAX_CATALOG_VALUES).copied().collect();
     let more = values.len().saturating_sub(shown.len());
     let mut text = shown.join(", ");
     if more > 0 {
@@ -217,5 +219,14 @@ mod tests {
         assert!(system.contains("Clusters: prod.") && system.contains("(and 50 more)"));
         assert!(system.contains("Namespaces: (none)."));
         assert!(!messages[1].content.contains("hunter2"));
+        let catalog = Catalog {
+            namespaces: vec![String::new(), "shop".into(), "kube-system".into()],
+            ..catalog
+        };
+        let system = &search("shop pods", &catalog)[0].content;
+        assert!(
+            system.contains("Namespaces: shop, kube-system."),
+            "{system}"
+        );
     }
 }
