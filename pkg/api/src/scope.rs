@@ -435,23 +435,12 @@ impl Visible {
 
 #[async_trait]
 impl SearchStorage for Visible {
-    async fn search(
-        &self,
-        query: &Query,
-        from: u64,
-        size: u64,
-    ) -> Result<SearchResult, StorageError> {
-        self.storage
-            .search(&self.scoped(query.clone()), from, size)
-            .await
-    }
-
     async fn search_counted(
         &self,
         query: &Query,
         from: u64,
         size: u64,
-        count_up_to: u64,
+        count_up_to: Option<u64>,
     ) -> Result<SearchResult, StorageError> {
         self.storage
             .search_counted(&self.scoped(query.clone()), from, size, count_up_to)
@@ -611,7 +600,13 @@ mod tests {
 
     #[async_trait]
     impl SearchStorage for NoStorage {
-        async fn search(&self, _: &Query, _: u64, _: u64) -> Result<SearchResult, StorageError> {
+        async fn search_counted(
+            &self,
+            _: &Query,
+            _: u64,
+            _: u64,
+            _: Option<u64>,
+        ) -> Result<SearchResult, StorageError> {
             Ok(SearchResult {
                 items: Vec::new(),
                 total: 0,

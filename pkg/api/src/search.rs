@@ -152,7 +152,7 @@ async fn page(visible: &Visible, params: SearchParams, ai: Option<&Ai>) -> ApiRe
         _ => return Err(ApiError::bad_request("query (or keyword) is required")),
     };
     let result = visible
-        .search_counted(&query, from, page_size, COUNT_UP_TO)
+        .search_counted(&query, from, page_size, Some(COUNT_UP_TO))
         .await?;
     Ok(Reply::ok(answer(result, shown, &columns, page, page_size)))
 }
@@ -221,7 +221,7 @@ async fn natural(
     let found = ai
         .search(question, &catalog, |query| async move {
             visible
-                .search_counted(&query, from, size, COUNT_UP_TO)
+                .search_counted(&query, from, size, Some(COUNT_UP_TO))
                 .await
                 .map_err(|e| match e {
                     StorageError::Invalid(reason) => RunError::Query(reason),

@@ -264,7 +264,7 @@ async fn measure(name: &str, storage: Arc<dyn Storage>, count: usize, runs: usiz
         // A failed query (a slow server's timeout) is reported in its row; the rest run.
         let exact = timed(runs, || storage.search(&query, 0, PAGE)).await;
         let capped = timed(runs, || {
-            storage.search_counted(&query, 0, PAGE, COUNT_UP_TO)
+            storage.search_counted(&query, 0, PAGE, Some(COUNT_UP_TO))
         })
         .await;
         match (exact, capped) {

@@ -156,28 +156,26 @@ impl AuditTotals {
 #[async_trait]
 pub trait SearchStorage: Send + Sync + 'static {
     /// Rows `from..from + size` of the query's matches (inside its OFFSET and LIMIT), in
-    /// its order and then by id.
+    /// its order and then by id, with every match counted.
     async fn search(
         &self,
         query: &Query,
         from: u64,
         size: u64,
-    ) -> Result<SearchResult, StorageError>;
+    ) -> Result<SearchResult, StorageError> {
+        self.search_counted(query, from, size, None).await
+    }
 
-    /// As [`SearchStorage::search`], with matches counted only up to `count_up_to`: past
-    /// it the total is that many and not [`SearchResult::exact`] (Elasticsearch's
-    /// `track_total_hits`). The page is the same either way. A backend that counts
-    /// cheaply may count them all.
+    /// As [`SearchStorage::search`], with matches counted only up to `count_up_to` when
+    /// given: past it the total is that many and not [`SearchResult::exact`]
+    /// (Elasticsearch's `track_total_hits`). The page is the same either way.
     async fn search_counted(
         &self,
         query: &Query,
         from: u64,
         size: u64,
-        count_up_to: u64,
-    ) -> Result<SearchResult, StorageError> {
-        let _ = count_up_to;
-        self.search(query, from, size).await
-    }
+        count_up_to: Option<u64>,
+    ) -> Result<SearchResult, StorageError>;
 
     /// Documents, score sum and findings by severity of the query's matches (its ORDER,
     /// LIMIT and OFFSET ignored).

@@ -119,22 +119,12 @@ impl ResourceStorage for Metered {
 
 #[async_trait]
 impl SearchStorage for Metered {
-    async fn search(
-        &self,
-        query: &Query,
-        from: u64,
-        size: u64,
-    ) -> Result<SearchResult, StorageError> {
-        let work = self.inner.search(query, from, size);
-        self.ops.observe("search", work).await
-    }
-
     async fn search_counted(
         &self,
         query: &Query,
         from: u64,
         size: u64,
-        count_up_to: u64,
+        count_up_to: Option<u64>,
     ) -> Result<SearchResult, StorageError> {
         let work = self.inner.search_counted(query, from, size, count_up_to);
         self.ops.observe("search", work).await

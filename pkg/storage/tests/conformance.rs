@@ -433,7 +433,7 @@ async fn totals_counted_up_to_a_cap_are_lower_bounds_and_pages_stay_exact() {
         };
         // Past the cap: the cap, as a lower bound, on the first page, a deep one and the last.
         for from in [0, 40, all - 5] {
-            let page = counted(from, 10, 30).await;
+            let page = counted(from, 10, Some(30)).await;
             assert_eq!(
                 (page.total, page.exact),
                 (30, false),
@@ -449,10 +449,14 @@ async fn totals_counted_up_to_a_cap_are_lower_bounds_and_pages_stay_exact() {
             );
         }
         // At or under the cap: exact.
-        let page = counted(0, 10, all).await;
+        let page = counted(0, 10, Some(all)).await;
         assert_eq!((page.total, page.exact), (all, true), "{}", b.name);
         // The query's own LIMIT ends the matches before the cap: exact too.
-        let page = b.storage.search_counted(&limited, 0, 10, 30).await.unwrap();
+        let page = b
+            .storage
+            .search_counted(&limited, 0, 10, Some(30))
+            .await
+            .unwrap();
         assert_eq!((page.total, page.exact), (20, true), "{}", b.name);
     }
 }

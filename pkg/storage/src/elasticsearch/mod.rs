@@ -600,9 +600,9 @@ impl ResourceStorage for ElasticStorage {
     }
 }
 
-impl ElasticStorage {
-    /// A page of `query`, its matches counted in all or up to `count_up_to`.
-    async fn page(
+#[async_trait]
+impl SearchStorage for ElasticStorage {
+    async fn search_counted(
         &self,
         query: &Query,
         from: u64,
@@ -645,28 +645,6 @@ impl ElasticStorage {
             total,
             exact,
         })
-    }
-}
-
-#[async_trait]
-impl SearchStorage for ElasticStorage {
-    async fn search(
-        &self,
-        query: &Query,
-        from: u64,
-        size: u64,
-    ) -> Result<SearchResult, StorageError> {
-        self.page(query, from, size, None).await
-    }
-
-    async fn search_counted(
-        &self,
-        query: &Query,
-        from: u64,
-        size: u64,
-        count_up_to: u64,
-    ) -> Result<SearchResult, StorageError> {
-        self.page(query, from, size, Some(count_up_to)).await
     }
 
     async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError> {

@@ -428,9 +428,9 @@ impl ResourceStorage for SqliteStorage {
     }
 }
 
-impl SqliteStorage {
-    /// A page of `query`, its matches counted in all or up to `count_up_to`.
-    async fn page(
+#[async_trait]
+impl SearchStorage for SqliteStorage {
+    async fn search_counted(
         &self,
         query: &Query,
         from: u64,
@@ -512,28 +512,6 @@ impl SqliteStorage {
             total,
             exact,
         })
-    }
-}
-
-#[async_trait]
-impl SearchStorage for SqliteStorage {
-    async fn search(
-        &self,
-        query: &Query,
-        from: u64,
-        size: u64,
-    ) -> Result<SearchResult, StorageError> {
-        self.page(query, from, size, None).await
-    }
-
-    async fn search_counted(
-        &self,
-        query: &Query,
-        from: u64,
-        size: u64,
-        count_up_to: u64,
-    ) -> Result<SearchResult, StorageError> {
-        self.page(query, from, size, Some(count_up_to)).await
     }
 
     async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError> {
