@@ -153,6 +153,11 @@ fn a_bad_auth_limits_or_ai_section_exits_2_naming_the_key() {
         ("auth: {anonymous: everyone}\n", "everyone"),
         ("server: {limits: {body_bytes: 1000}}\n", "server.limits.body_bytes"),
         ("server: {limits: {concurrency: 0}}\n", "server.limits.concurrency"),
+        (
+            "server: {limits: {mcp: {answer_bytes: 100}}}\n",
+            "server.limits.mcp.answer_bytes",
+        ),
+        ("server: {limits: {mcp: {burst: 0}}}\n", "server.limits.mcp.burst"),
         ("server: {read_only: maybe}\n", "server.read_only"),
         (
             "auth: {policies: [{name: a, subjects: {}, role: viewer}]}\n",

@@ -516,8 +516,11 @@ fn cut(value: &mut Value, text: usize, items: usize, depth: usize) {
         Value::Object(map) => {
             // The answer's own keys are few; only a long map of the object's is shortened.
             if map.len() > items.max(LEVELS[0].1) {
-                let keep: Vec<String> = map.keys().take(items).cloned().collect();
-                map.retain(|k, _| keep.contains(k));
+                let mut kept = 0;
+                map.retain(|_, _| {
+                    kept += 1;
+                    kept <= items
+                });
             }
             for v in map.values_mut() {
                 cut(v, text, items, depth + 1);

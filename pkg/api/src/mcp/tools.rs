@@ -1,6 +1,7 @@
 //! The tools, each read-only and each a REST route's work ([`super::call`]) as the
 //! calling request's own credential, shaped for an assistant ([`super::answers`]).
 
+use std::fmt::Write as _;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Instant;
@@ -201,10 +202,7 @@ impl Karpor {
         for (column, value) in terms {
             if let Some(value) = value {
                 // Parsed names hold no quote; doubled all the same, as SQL quotes one.
-                let _ = std::fmt::Write::write_fmt(
-                    &mut sql,
-                    format_args!("{and} {column} = '{}'", value.replace('\'', "''")),
-                );
+                let _ = write!(sql, "{and} {column} = '{}'", value.replace('\'', "''"));
                 and = " and";
             }
         }
@@ -270,6 +268,12 @@ impl Karpor {
         let locator = names.query();
         let mut graph_query = locator.clone();
         graph_query.push(("hops", "1".into()));
+        let summary = Summary::of(
+            &item.cluster,
+            &item.object,
+            item.deleted,
+            answers::finding_lines(&item),
+        );
         let (score, graph, events) = tokio::join!(
             self.get::<ScoreData>(calling, "/insight/score", &locator),
             self.get::<TopologyAnswer>(calling, "/insight/topology", &graph_query),
@@ -284,7 +288,13 @@ impl Karpor {
             Ok(TopologyAnswer::Resources(by_cluster)) => by_cluster
                 .into_values()
                 .flat_map(|nodes| nodes.into_iter())
-                .find(|(_, node)| node.resource_group.name == item.object["metadata"]["name"])
+                // The root itself: a neighbour may share its name (an HPA named for its
+                // Deployment), not its kind and version.
+                .find(|(_, node)| {
+                    let at = &node.resource_group;
+                    (&at.api_version, &at.kind, &at.namespace, &at.name)
+                        == (&summary.api_version, &summary.kind, &summary.namespace, &summary.name)
+                })
                 .map(|(_, node)| (node.parents, node.children))
                 .unwrap_or_default(),
             Ok(TopologyAnswer::Kinds(_)) => Default::default(),
@@ -309,12 +319,7 @@ impl Karpor {
             })
             .collect();
         let answer = Described {
-            summary: Summary::of(
-                &item.cluster,
-                &item.object,
-                item.deleted,
-                answers::finding_lines(&item),
-            ),
+            summary,
             object: item.object,
             score,
             findings,
