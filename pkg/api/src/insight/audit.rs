@@ -100,7 +100,10 @@ pub(crate) async fn audit(
                 value: Value::Text(bucket.key.clone()),
             },
         ]);
-        let page = visible.search(&of_rule, 0, GROUP_RESOURCES).await?;
+        // The group's total is the bucket's: the page needs no count of its own.
+        let page = visible
+            .search_counted(&of_rule, 0, GROUP_RESOURCES, Some(GROUP_RESOURCES))
+            .await?;
         let Some(finding) = page
             .items
             .first()

@@ -2,6 +2,7 @@
 //! (resyncing storage never touches the records of clusters and rules), JSON1 for labels
 //! and annotations, FTS5 for full text, indexes for the common filters.
 
+mod counters;
 mod history;
 mod translate;
 
@@ -515,13 +516,19 @@ impl SearchStorage for SqliteStorage {
     }
 
     async fn audit_totals(&self, query: &Query) -> Result<AuditTotals, StorageError> {
+        if let Some(scope) = counters::counted(&query.filter) {
+            return counters::totals(&self.pool, &scope).await;
+        }
         let mut sql = Sql::default();
         filter(&query.filter, &mut sql, ScopeUse::Find);
-        // A filter of karpor's own SQL with every value bound.
+        // A filter of karpor's own SQL with every value bound; scores summed as the
+        // counters sum them.
         let statement = format!(
-            "SELECT count(*) AS n, total(r.score) AS score, total(r.issues_low) AS low, \
-             total(r.issues_medium) AS medium, total(r.issues_high) AS high \
-             FROM resources r WHERE {}",
+            "SELECT count(*) AS n, \
+             coalesce(sum(CAST(round(r.score * {}) AS INTEGER)), 0) AS score, \
+             total(r.issues_low) AS low, total(r.issues_medium) AS medium, \
+             total(r.issues_high) AS high FROM resources r WHERE {}",
+            counters::SCORE_SCALE,
             sql.text
         );
         let row = sqlx::query_with(AssertSqlSafe(statement), arguments(sql.params)?)
@@ -533,7 +540,8 @@ impl SearchStorage for SqliteStorage {
         };
         Ok(AuditTotals {
             resources: row.try_get::<i64, _>("n").map_err(from_sqlx)? as u64,
-            score_sum: row.try_get("score").map_err(from_sqlx)?,
+            score_sum: row.try_get::<i64, _>("score").map_err(from_sqlx)? as f64
+                / counters::SCORE_SCALE,
             findings: karpor_audit::SeverityCounts {
                 low: count("low")?,
                 medium: count("medium")?,
@@ -550,6 +558,13 @@ impl SearchStorage for SqliteStorage {
     ) -> Result<Vec<Bucket>, StorageError> {
         if !aggregatable(field) {
             return Err(crate::not_aggregatable(field));
+        }
+        if *field == Field::Issue {
+            if let Some(scope) = counters::counted(&query.filter) {
+                if let Some(rules) = counters::rules(&self.pool, &scope, size).await? {
+                    return Ok(rules);
+                }
+            }
         }
         // Fixed table and column names, and a filter of karpor's own SQL with every
         // value bound (a map's key first: it comes first in the text).
