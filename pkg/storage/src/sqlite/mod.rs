@@ -4,6 +4,7 @@
 
 mod counters;
 mod history;
+mod probe;
 mod translate;
 
 use std::path::Path;
@@ -445,24 +446,31 @@ impl SearchStorage for SqliteStorage {
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
         // The page as rowids first: its sort or index walk reads only the narrow table.
         // `filter` and `order` write only karpor's own SQL, every value bound (translate.rs).
-        let mut params = where_.params;
-        params.push(Param::Int(i64::try_from(rows.size).unwrap_or(i64::MAX)));
-        params.push(Param::Int(i64::try_from(rows.from).unwrap_or(i64::MAX)));
-        let page: Vec<i64> = sqlx::query_with(
-            AssertSqlSafe(format!(
-                "SELECT r.rowid FROM resources r WHERE {} ORDER BY {} LIMIT ? OFFSET ?",
-                where_.text,
-                order(&query.order_by)
-            )),
-            arguments(params)?,
-        )
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(from_sqlx)?
-        .iter()
-        .map(|row| row.try_get(0))
-        .collect::<Result<_, _>>()
-        .map_err(from_sqlx)?;
+        let probed = match probe::full_text_conjunct(&query.filter) {
+            Some((words, rest)) if probe::worth_probing(query, &rows) => {
+                probe::page(&mut tx, &words, &rest, &rows).await?
+            }
+            _ => None,
+        };
+        let page = match probed {
+            Some(page) => page,
+            None => {
+                let mut params = where_.params;
+                params.push(Param::Int(i64::try_from(rows.size).unwrap_or(i64::MAX)));
+                params.push(Param::Int(i64::try_from(rows.from).unwrap_or(i64::MAX)));
+                sqlx::query_scalar_with(
+                    AssertSqlSafe(format!(
+                        "SELECT r.rowid FROM resources r WHERE {} ORDER BY {} LIMIT ? OFFSET ?",
+                        where_.text,
+                        order(&query.order_by)
+                    )),
+                    arguments(params)?,
+                )
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(from_sqlx)?
+            }
+        };
         let mut items = Vec::with_capacity(page.len());
         for rowid in &page {
             let body: String = sqlx::query("SELECT body FROM resource_docs WHERE doc = ?")

@@ -135,9 +135,16 @@ fn on(
         }
         Target::Set(table, column) => {
             let body = predicate(column, sql);
-            sql.text.push_str(&format!(
-                "r.rowid IN (SELECT p.doc FROM {table} p WHERE ({body}))"
-            ));
+            // Under NOT, probed as maps are (below).
+            if flipped {
+                sql.text.push_str(&format!(
+                    "EXISTS (SELECT 1 FROM {table} p WHERE p.doc = r.rowid AND ({body}))"
+                ));
+            } else {
+                sql.text.push_str(&format!(
+                    "r.rowid IN (SELECT p.doc FROM {table} p WHERE ({body}))"
+                ));
+            }
         }
         Target::Map(table, key) => {
             let key = sql.bind(Param::Text(key));
@@ -145,7 +152,10 @@ fn on(
             // The same set either way: an IN list the planner can start from, or, when
             // another index finds the rows, a probe of each (building a set of a common
             // label's documents would cost more than the rows it is checked against).
-            if sql.probe {
+            // Under NOT the set only ever excludes: a probe of each row the rest finds
+            // beats building the set (0.1 ms against 41 ms for a page of `not
+            // labels.tier = 'db'` at 1,000,000 documents, where a third have the label).
+            if sql.probe || flipped {
                 sql.text.push_str(&format!(
                     "EXISTS (SELECT 1 FROM {table} p \
                      WHERE p.doc = r.rowid AND p.key = {key} AND ({body}))"
@@ -628,7 +638,7 @@ pub(crate) fn order(order_by: &[Order]) -> String {
 }
 
 /// Every word, as FTS5 strings (implicitly ANDed). Words are letters and digits only.
-fn fts_all(words: &[String]) -> String {
+pub(crate) fn fts_all(words: &[String]) -> String {
     words
         .iter()
         .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
