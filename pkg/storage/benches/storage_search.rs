@@ -10,7 +10,8 @@
 //! `KARPOR_BENCH_DOCS` sets the document count (default 100,000) and `KARPOR_BENCH_RUNS`
 //! the runs a query (default 100), for quick iterations and for Elasticsearch-API servers
 //! too slow for 100,000; `KARPOR_BENCH_DIR` keeps the SQLite file there (it must not
-//! exist yet) for `EXPLAIN QUERY PLAN` afterwards.
+//! exist yet) for `EXPLAIN QUERY PLAN` afterwards, and with `KARPOR_BENCH_REUSE=1` an
+//! existing file there is queried again without writing.
 
 #![allow(clippy::unwrap_used)] // a benchmark stops at its first failure
 
@@ -245,6 +246,13 @@ where
 }
 
 async fn measure(name: &str, storage: Arc<dyn Storage>, count: usize, runs: usize) {
+    if count > 0 {
+        ingest(name, &storage, count).await;
+    }
+    queried(storage, runs).await;
+}
+
+async fn ingest(name: &str, storage: &Arc<dyn Storage>, count: usize) {
     let started = Instant::now();
     // Made a batch at a time: a million documents at once would need many gigabytes here.
     for start in (0..count).step_by(BATCH) {
@@ -258,6 +266,9 @@ async fn measure(name: &str, storage: Arc<dyn Storage>, count: usize, runs: usiz
         count as f64 / took.as_secs_f64(),
         load()
     );
+}
+
+async fn queried(storage: Arc<dyn Storage>, runs: usize) {
     println!("| query | matches | p50 | p99 | counted up to {COUNT_UP_TO}: total | p50 | p99 |");
     println!("|---|---|---|---|---|---|---|");
     for (label, query) in queries() {
@@ -314,9 +325,13 @@ async fn main() {
         Some(dir) => std::path::PathBuf::from(dir).join("resources.db"),
         None => temp.path().join("resources.db"),
     };
-    assert!(!path.exists(), "{} exists already", path.display());
+    // An existing file is queried again as it is (KARPOR_BENCH_REUSE=1): a million
+    // documents take minutes to write.
+    let reuse = std::env::var_os("KARPOR_BENCH_REUSE").is_some();
+    assert!(reuse || !path.exists(), "{} exists already", path.display());
+    let written = if reuse && path.exists() { 0 } else { count };
     let sqlite = connect(&StorageConfig::Sqlite { path }).await.unwrap();
-    measure("sqlite (embedded)", sqlite, count, runs).await;
+    measure("sqlite (embedded)", sqlite, written, runs).await;
     match std::env::var("KARPOR_TEST_ES_URL") {
         Ok(url) => {
             let es = connect(&StorageConfig::Elasticsearch(ElasticConfig {

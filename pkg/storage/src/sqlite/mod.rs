@@ -487,22 +487,29 @@ impl SearchStorage for SqliteStorage {
         let count = if short {
             rows.from + page.len() as u64
         } else {
-            let mut counted = Sql::default();
-            filter(&query.filter, &mut counted, ScopeUse::Find);
+            let (rows_counted, mut params) =
+                match probe::full_text_first(&query.filter, count_up_to) {
+                    Some(sql) => (sql.text, sql.params),
+                    None => {
+                        let mut counted = Sql::default();
+                        filter(&query.filter, &mut counted, ScopeUse::Find);
+                        (
+                            format!("resources r WHERE {}", counted.text),
+                            counted.params,
+                        )
+                    }
+                };
             // Up to a cap, the count stops at the first match past it.
             let text = match count_up_to {
                 Some(cap) => {
-                    counted.params.push(Param::Int(
+                    params.push(Param::Int(
                         i64::try_from(cap.saturating_add(1)).unwrap_or(i64::MAX),
                     ));
-                    format!(
-                        "SELECT count(*) FROM (SELECT 1 FROM resources r WHERE {} LIMIT ?)",
-                        counted.text
-                    )
+                    format!("SELECT count(*) FROM (SELECT 1 FROM {rows_counted} LIMIT ?)")
                 }
-                None => format!("SELECT count(*) FROM resources r WHERE {}", counted.text),
+                None => format!("SELECT count(*) FROM {rows_counted}"),
             };
-            sqlx::query_with(AssertSqlSafe(text), arguments(counted.params)?)
+            sqlx::query_with(AssertSqlSafe(text), arguments(params)?)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(from_sqlx)?

@@ -9,7 +9,9 @@ use karpor_search::Expr;
 use sqlx::sqlite::Sqlite;
 use sqlx::{AssertSqlSafe, Row, Transaction};
 
-use super::translate::{filter, fts_all, order, page_scope, Param, Sql};
+use super::translate::{
+    filter, finds_by_scope, fts_all, narrows, order, page_scope, Param, ScopeUse, Sql,
+};
 use super::{arguments, from_sqlx};
 use crate::window::Window;
 use crate::StorageError;
@@ -32,6 +34,32 @@ pub(super) fn full_text_conjunct(expr: &Expr) -> Option<(Vec<String>, Expr)> {
         }),
         _ => None,
     }
+}
+
+/// The rows a count up to a cap reads, when a full-text term finds them and nothing else
+/// (an index, a caller's namespaces) narrows them: `FROM` and `WHERE` text walking the
+/// full-text matches first, each row checked for the rest, which stops after the cap.
+/// Building the set of every match first took 40 ms for 250,000 at 1,000,000 documents,
+/// this 3 ms. An exact count reads every match either way, and the set is then the
+/// cheaper (110 ms against 340 ms for 50,000 within a caller's namespaces).
+pub(super) fn full_text_first(expr: &Expr, count_up_to: Option<u64>) -> Option<Sql> {
+    count_up_to?;
+    let (words, rest) = full_text_conjunct(expr)?;
+    if narrows(&rest) || finds_by_scope(&rest) {
+        return None;
+    }
+    let mut checked = Sql::default();
+    filter(&rest, &mut checked, ScopeUse::Find);
+    let mut sql = Sql::default();
+    sql.params.push(Param::Text(fts_all(&words)));
+    sql.params.extend(checked.params);
+    // CROSS JOIN keeps the full-text matches the outer loop.
+    sql.text = format!(
+        "resources_fts f CROSS JOIN resources r ON r.rowid = f.rowid \
+         WHERE f.resources_fts MATCH ? AND {}",
+        checked.text
+    );
+    Some(sql)
 }
 
 /// Whether a page is worth probing for: the first few pages in the default order (which

@@ -173,7 +173,7 @@ fn on(
 /// namespace, the name or the kind, or on an indexed reference key (each is held by the
 /// few objects that own, name or select one thing). Without it the planner walks the
 /// cluster index in id order, every document of the cluster, to find a handful.
-fn narrows(expr: &Expr) -> bool {
+pub(crate) fn narrows(expr: &Expr) -> bool {
     match expr {
         Expr::And(all) => all.iter().any(narrows),
         Expr::Compare {
@@ -291,7 +291,7 @@ fn decided(expr: &Expr, known: &BTreeSet<String>) -> Expr {
 }
 
 /// Whether a conjunct is a caller's scope that names its namespaces.
-fn finds_by_scope(expr: &Expr) -> bool {
+pub(crate) fn finds_by_scope(expr: &Expr) -> bool {
     match expr {
         Expr::And(all) => all.iter().any(finds_by_scope),
         Expr::Scope(inner) => namespaces(inner).is_some(),
