@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use karpor_api::types::{SearchItem, SearchPage, TotalRelation};
+use karpor_api::types::{SearchItem, SearchPage, SearchRows, TotalRelation};
 use serde_json::Value;
 
 use super::output::{print_json, print_list, print_yaml, Column};
@@ -45,6 +45,16 @@ async fn search(args: &SearchArgs) -> Result<(), Failed> {
         // clap requires one of them.
         (None, None) => String::new(),
     };
+    if let Some(sql) = args
+        .query
+        .as_deref()
+        .filter(|q| args.keyword.is_none() && is_sql(q))
+    {
+        // Columns, groups and counts are answered as rows (`select *` as documents).
+        if args.nl.is_none() && karpor_search::parse_table(sql).is_ok() {
+            return rows(&api, args, sql).await;
+        }
+    }
     let path = format!(
         "/search?{what}&page={}&pageSize={}",
         args.page, args.page_size
@@ -74,6 +84,37 @@ async fn search(args: &SearchArgs) -> Result<(), Failed> {
                     page.current_page
                 );
             }
+        }
+    }
+    Ok(())
+}
+
+/// A rows-and-columns search, printed as a table with its columns as written.
+async fn rows(api: &Api, args: &SearchArgs, sql: &str) -> Result<(), Failed> {
+    let path = format!(
+        "/search/rows?query={}&page={}&pageSize={}",
+        encode(sql),
+        args.page,
+        args.page_size
+    );
+    let answer: SearchRows = api.get(reqwest::Method::GET, &path, None).await?;
+    match args.output.format() {
+        Output::Json => print_json(&answer),
+        Output::Yaml => print_yaml(&answer)?,
+        _ => {
+            let header: Vec<&str> = answer.columns.iter().map(String::as_str).collect();
+            let rows = answer
+                .rows
+                .iter()
+                .map(|row| row.iter().map(text).collect())
+                .collect();
+            super::output::emit(&super::output::table(&header, rows));
+            let more = if answer.total_relation == TotalRelation::Gte {
+                "+"
+            } else {
+                ""
+            };
+            eprintln!("{} of {}{more}", answer.rows.len(), answer.total);
         }
     }
     Ok(())

@@ -26,6 +26,7 @@ mod redact;
 mod resource_groups;
 mod scope;
 mod search;
+mod search_rows;
 mod server_info;
 mod sync_rules;
 mod token_review;
@@ -116,6 +117,7 @@ fn handlers() -> access::Routes {
     access::Routes::new()
         .merge(clusters::routes())
         .merge(search::routes())
+        .merge(search_rows::routes())
         .merge(insight::routes())
         .merge(resource_groups::routes())
         .merge(server_info::routes())

@@ -31,7 +31,7 @@ pub(crate) const MAX_PAGE_SIZE: u64 = 1000;
 /// quarter of a million matches costs more than the page (Elasticsearch's default too).
 pub(crate) const COUNT_UP_TO: u64 = 10_000;
 /// A page's size when none (or one Karpor would not take) is given.
-const DEFAULT_PAGE_SIZE: u64 = 10;
+pub(crate) const DEFAULT_PAGE_SIZE: u64 = 10;
 
 pub(crate) fn routes() -> Routes {
     Routes::new().route(Permission::Read, routes!(search))
@@ -248,7 +248,7 @@ async fn natural(
 }
 
 /// A whole number, or nothing for anything else (as Karpor's `Atoi` with a default).
-fn number(text: &Option<String>) -> Option<u64> {
+pub(crate) fn number(text: &Option<String>) -> Option<u64> {
     text.as_deref().and_then(|t| t.trim().parse().ok())
 }
 

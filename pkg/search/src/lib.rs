@@ -7,9 +7,11 @@
 mod changes;
 mod dsl;
 mod parse;
+mod table;
 mod tree;
 
 pub use changes::{parse_changes, ChangeSearch, CHANGE_TYPES};
 pub use dsl::{dsl, narrow};
 pub use parse::{keyword, parse, words, SearchError};
+pub use table::{parse_table, Shape, TableQuery, MAX_COLUMNS, MAX_GROUPS};
 pub use tree::{Expr, Field, FieldType, Op, Order, Query, Value};

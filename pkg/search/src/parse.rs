@@ -4,10 +4,10 @@
 use std::fmt::Write as _;
 
 use sqlparser::ast::{
-    BinaryOperator, DateTimeField, Expr as SqlExpr, FunctionArg, FunctionArgExpr,
+    AccessExpr, BinaryOperator, DateTimeField, Expr as SqlExpr, FunctionArg, FunctionArgExpr,
     FunctionArguments, GroupByExpr, Ident, InTarget, Interval, LimitClause, ObjectNamePart,
-    OrderByKind, OrderBySort, Select, SelectItem, SetExpr, Spanned, Statement, TableFactor,
-    UnaryOperator, Value as SqlValue,
+    OrderByKind, OrderBySort, Select, SelectItem, SetExpr, Spanned, Statement, Subscript,
+    TableFactor, UnaryOperator, Value as SqlValue,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
@@ -78,15 +78,11 @@ pub(crate) fn statement(sql: &str) -> Result<Box<sqlparser::ast::Query>> {
 /// `query`'s `select * from TABLE [where ...]`, checked: one table of the dialect, all
 /// columns, no grouping.
 pub(crate) fn select(query: &sqlparser::ast::Query) -> Result<(&Select, Table)> {
-    let select = match query.body.as_ref() {
-        SetExpr::Select(select) => select,
-        SetExpr::Query(_) => return fail("sub-queries are not supported"),
-        SetExpr::SetOperation { op, .. } => return fail(format!("{op} is not supported")),
-        other => return fail(format!("`{other}` is not supported; {SHAPE}")),
-    };
+    let (select, table) = select_from(query)?;
     if !matches!(select.projection.as_slice(), [SelectItem::Wildcard(_)]) {
         return fail(format!(
-            "only `select *` is supported: columns cannot be chosen{}",
+            "only `select *` answers documents{}: columns and counts are answered as rows \
+             (GET /rest-api/v1/search/rows, karpor search)",
             at(select
                 .projection
                 .first()
@@ -94,6 +90,23 @@ pub(crate) fn select(query: &sqlparser::ast::Query) -> Result<(&Select, Table)> 
                 .unwrap_or(Span::empty()))
         ));
     }
+    if !matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
+        || select.having.is_some()
+    {
+        return fail("GROUP BY and HAVING are answered as rows (GET /rest-api/v1/search/rows)");
+    }
+    Ok((select, table))
+}
+
+/// `query`'s `select ... from TABLE`, checked: a plain select of one table of the dialect,
+/// no DISTINCT, no joins.
+pub(crate) fn select_from(query: &sqlparser::ast::Query) -> Result<(&Select, Table)> {
+    let select = match query.body.as_ref() {
+        SetExpr::Select(select) => select,
+        SetExpr::Query(_) => return fail("sub-queries are not supported"),
+        SetExpr::SetOperation { op, .. } => return fail(format!("{op} is not supported")),
+        other => return fail(format!("`{other}` is not supported; {SHAPE}")),
+    };
     if select.distinct.is_some() {
         return fail("DISTINCT is not supported");
     }
@@ -123,23 +136,25 @@ pub(crate) fn select(query: &sqlparser::ast::Query) -> Result<(&Select, Table)> 
             ))
         }
     };
-    if !matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
-        || select.having.is_some()
-    {
-        return fail("GROUP BY and HAVING are not supported");
-    }
     Ok((select, table))
 }
 
 /// Fails on whatever the checks did not name (aliases, FETCH, locking, dialect extras):
 /// it shows as a difference from the canonical form of what was accepted.
 pub(crate) fn canonical(query: &sqlparser::ast::Query, select: &Select, shape: &str) -> Result<()> {
-    let mut canonical = String::from("SELECT * FROM ");
+    let projection: Vec<String> = select.projection.iter().map(ToString::to_string).collect();
+    let mut canonical = format!("SELECT {} FROM ", projection.join(", "));
     if let [from] = select.from.as_slice() {
         let _ = write!(canonical, "{}", from.relation);
     }
     if let Some(selection) = &select.selection {
         let _ = write!(canonical, " WHERE {selection}");
+    }
+    if let GroupByExpr::Expressions(grouped, _) = &select.group_by {
+        if !grouped.is_empty() {
+            let grouped: Vec<String> = grouped.iter().map(ToString::to_string).collect();
+            let _ = write!(canonical, " GROUP BY {}", grouped.join(", "));
+        }
     }
     if let Some(order) = &query.order_by {
         let _ = write!(canonical, " {order}");
@@ -163,10 +178,33 @@ pub fn parse(sql: &str) -> Result<Query> {
         );
     }
 
-    let mut filter = match &select.selection {
+    let filter = filter(select)?;
+    let order_by = order(&query)?;
+    let (limit, offset) = limits(&query)?;
+    canonical(&query, select, SHAPE)?;
+    Ok(Query {
+        filter,
+        order_by,
+        limit,
+        offset,
+    })
+}
+
+/// The WHERE clause, with the implied `deleted = false` unless it names `deleted`.
+pub(crate) fn filter(select: &Select) -> Result<Expr> {
+    let filter = match &select.selection {
         Some(e) => convert(e)?,
         None => Expr::All,
     };
+    Ok(if filter.mentions(&Field::Deleted) {
+        filter
+    } else {
+        and(filter, not_deleted())
+    })
+}
+
+/// The ORDER BY keys.
+pub(crate) fn order(query: &sqlparser::ast::Query) -> Result<Vec<Order>> {
     let mut order_by = Vec::new();
     if let Some(order) = &query.order_by {
         let OrderByKind::Expressions(items) = &order.kind else {
@@ -192,7 +230,12 @@ pub fn parse(sql: &str) -> Result<Query> {
             order_by.push(Order { field, descending });
         }
     }
-    let (limit, offset) = match &query.limit_clause {
+    Ok(order_by)
+}
+
+/// LIMIT and OFFSET.
+pub(crate) fn limits(query: &sqlparser::ast::Query) -> Result<(Option<u64>, Option<u64>)> {
+    Ok(match &query.limit_clause {
         None => (None, None),
         Some(LimitClause::LimitOffset {
             limit,
@@ -206,18 +249,6 @@ pub fn parse(sql: &str) -> Result<Query> {
             (Some(count(limit)?), Some(count(offset)?))
         }
         Some(other) => return fail(format!("`{other}` is not supported")),
-    };
-
-    canonical(&query, select, SHAPE)?;
-
-    if !filter.mentions(&Field::Deleted) {
-        filter = and(filter, not_deleted());
-    }
-    Ok(Query {
-        filter,
-        order_by,
-        limit,
-        offset,
     })
 }
 
@@ -451,7 +482,7 @@ pub fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn field(e: &SqlExpr) -> Result<Field> {
+pub(crate) fn field(e: &SqlExpr) -> Result<Field> {
     match e {
         SqlExpr::Identifier(id) => column(id, e.span()),
         SqlExpr::CompoundIdentifier(parts) => match parts.as_slice() {
@@ -471,6 +502,32 @@ fn field(e: &SqlExpr) -> Result<Field> {
             )),
             _ => fail(format!("unknown column `{e}`{}", at(e.span()))),
         },
+        // `labels['app.kubernetes.io/name']`: the key as a string, dots and all.
+        SqlExpr::CompoundFieldAccess { root, access_chain } => {
+            match (root.as_ref(), access_chain.as_slice()) {
+                (
+                    SqlExpr::Identifier(map),
+                    [AccessExpr::Subscript(Subscript::Index {
+                        index: SqlExpr::Value(key),
+                    })],
+                ) if is_map(map) => match &key.value {
+                    SqlValue::SingleQuotedString(key) | SqlValue::DoubleQuotedString(key)
+                        if !key.is_empty() =>
+                    {
+                        Ok(if map.value.eq_ignore_ascii_case("labels") {
+                            Field::Label(key.clone())
+                        } else {
+                            Field::Annotation(key.clone())
+                        })
+                    }
+                    _ => fail(format!(
+                        "a key is a non-empty string, as in labels['app']{}",
+                        at(e.span())
+                    )),
+                },
+                _ => fail(format!("unknown column `{e}`{}", at(e.span()))),
+            }
+        }
         SqlExpr::Nested(inner) => field(inner),
         other => fail(format!(
             "expected a column, found `{other}`{}",

@@ -141,6 +141,23 @@ impl Field {
         )
     }
 
+    /// Fields whose values a grouped answer counts documents by (not times, `deleted` or
+    /// `score`).
+    pub fn groupable(&self) -> bool {
+        matches!(
+            self,
+            Field::Cluster
+                | Field::ApiVersion
+                | Field::Kind
+                | Field::Namespace
+                | Field::Name
+                | Field::Label(_)
+                | Field::Annotation(_)
+                | Field::Issue
+                | Field::Severity
+        )
+    }
+
     /// The plain columns, by the names a query uses (matched case-insensitively).
     pub const COLUMNS: [(&'static str, Field); 14] = [
         ("cluster", Field::Cluster),

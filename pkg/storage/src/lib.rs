@@ -200,19 +200,7 @@ impl<T: ResourceStorage + SearchStorage + HistoryStorage> Storage for T {}
 
 /// Fields `terms` can count by.
 pub fn aggregatable(field: &Field) -> bool {
-    matches!(
-        field,
-        Field::Cluster
-            | Field::ApiVersion
-            | Field::Kind
-            | Field::Namespace
-            | Field::Name
-            | Field::Label(_)
-            | Field::Annotation(_)
-            | Field::Issue
-            | Field::Severity
-            | Field::Ref
-    )
+    field.groupable() || *field == Field::Ref
 }
 
 /// What `terms` of `ref` counts: owner kinds (`owner-kind:GROUP/KIND`) only, the keys a

@@ -493,6 +493,93 @@ async fn term_aggregations_agree() {
     }
 }
 
+/// Full-text searches, which the embedded backend pages by probing and counts up to a cap
+/// from the full-text matches, answer as every backend does: the same pages, the cap as
+/// a lower bound past it, the exact count under it.
+#[tokio::test]
+async fn full_text_pages_and_capped_counts_agree() {
+    let backends = loaded().await;
+    for sql in [
+        "select * from resources where contains(content, 'nginx')",
+        "select * from resources where contains(content, 'running') and labels.tier = 'fe'",
+        "select * from resources where namespace in ('web', 'data') and contains(content, 'redis')",
+        "select * from resources where contains(content, 'postgres') and not labels.app = 'db'",
+    ] {
+        let query = parse(sql).unwrap();
+        for b in &backends {
+            let whole = b.storage.search(&query, 0, 1000).await.unwrap();
+            let all = whole.total;
+            assert!(all > 12 && whole.exact, "{}: {sql}: {all}", b.name);
+            let ids: Vec<String> = whole.items.iter().map(|d| d.id()).collect();
+            for (from, size, cap) in [(0, 10, 12), (0, 5, 1000), (5, 5, 12), (10, 10, all)] {
+                let page = b
+                    .storage
+                    .search_counted(&query, from, size, Some(cap))
+                    .await
+                    .unwrap();
+                let expected = if cap < all { (cap, false) } else { (all, true) };
+                assert_eq!(
+                    (page.total, page.exact),
+                    expected,
+                    "{}: {sql} {from} {cap}",
+                    b.name
+                );
+                let got: Vec<String> = page.items.iter().map(|d| d.id()).collect();
+                let end = ((from + size) as usize).min(ids.len());
+                assert_eq!(got, ids[from as usize..end], "{}: {sql} {from}", b.name);
+            }
+        }
+    }
+}
+
+/// Grouped answers (`select COLUMN, count(*) ... group by COLUMN`) count the documents
+/// the query matches by each value, most first and then by value, on every backend.
+#[tokio::test]
+async fn grouped_answers_count_the_matching_documents_by_value() {
+    let backends = loaded().await;
+    let docs = documents();
+    for sql in [
+        "select namespace, count(*) from resources where kind = 'Pod' and severity = 'high' group by namespace",
+        "select labels.app, count(*) from resources group by labels.app order by count(*) desc limit 2",
+        "select labels['tier'], count(*) from resources where contains(content, 'nginx') group by labels['tier']",
+        "select count(*), cluster from resources where not labels.tier = 'fe' group by cluster",
+        "select issue, count(*) from resources where cluster = 'beta' group by issue",
+        "select kind, count(*) from resources where namespace = 'nowhere' group by kind",
+    ] {
+        let table = karpor_search::parse_table(sql).unwrap();
+        let karpor_search::Shape::Groups { by, limit, .. } = &table.shape else {
+            panic!("{sql} is grouped");
+        };
+        let ids = answer(backends[0].storage.as_ref(), &table.query).await.1;
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        for d in docs.iter().filter(|d| ids.contains(&d.id())) {
+            let mut values: Vec<String> = match by {
+                Field::Namespace => vec![d.namespace.clone()],
+                Field::Cluster => vec![d.cluster.clone()],
+                Field::Kind => vec![d.kind.clone()],
+                Field::Label(key) => d.labels.get(key).cloned().into_iter().collect(),
+                Field::Issue => d.issues.iter().map(|f| f.rule.clone()).collect(),
+                other => panic!("{other:?} is not modelled"),
+            };
+            values.sort();
+            values.dedup();
+            for v in values {
+                *counts.entry(v).or_default() += 1;
+            }
+        }
+        let mut expected: Vec<Bucket> = counts
+            .into_iter()
+            .map(|(key, count)| Bucket { key, count })
+            .collect();
+        expected.sort_by(|a, b| b.count.cmp(&a.count).then(a.key.cmp(&b.key)));
+        expected.truncate(*limit as usize);
+        for b in &backends {
+            let got = b.storage.terms(by, &table.query, *limit as usize).await.unwrap();
+            assert_eq!(got, expected, "{}: {sql}", b.name);
+        }
+    }
+}
+
 #[tokio::test]
 async fn reference_keys_find_the_documents_that_hold_them() {
     let backends = loaded().await;

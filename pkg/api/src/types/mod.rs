@@ -36,6 +36,6 @@ pub use insight::{
 pub use resource_groups::{
     Group, GroupList, ResourceGroup, ResourceGroupRuleBody, ResourceGroupRuleView,
 };
-pub use search::{SearchItem, SearchPage, TotalRelation};
+pub use search::{SearchItem, SearchPage, SearchRows, TotalRelation};
 pub use sync_rules::{ClusterDryRun, DryRunView, SelectionView, SyncRuleList, SyncRuleView};
 pub use topology::{KindNode, RelationRuleView, ResourceNode, TopologyAnswer, TopologyResource};

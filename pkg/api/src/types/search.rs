@@ -56,3 +56,24 @@ impl TotalRelation {
         }
     }
 }
+
+/// A search answered as rows and columns (`select name, namespace from resources ...`,
+/// `select namespace, count(*) ... group by namespace`, `select count(*) ...`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchRows {
+    /// The select list's columns, as written.
+    pub columns: Vec<String>,
+    /// A row a document (columns), a value (groups, most documents first) or the one
+    /// count, its values in the columns' order: text, a number, true or false, an RFC 3339
+    /// time, a list (a document's findings), or null where the document has none.
+    #[schema(value_type = Vec<Vec<Object>>)]
+    pub rows: Vec<Vec<Value>>,
+    /// Rows there are: matching documents for columns (a lower bound past 10,000, with
+    /// `totalRelation: gte`), the groups answered for groups, 1 for a count.
+    pub total: u64,
+    #[serde(default)]
+    pub total_relation: TotalRelation,
+    /// What was searched.
+    pub sql_query: String,
+}

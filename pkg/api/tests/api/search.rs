@@ -606,3 +606,137 @@ async fn karpors_namespace_and_group_pages_read_unchanged() {
     assert_eq!(graph, json!({}), "no cluster holds a match");
     api.assert_no_secret_answered();
 }
+
+fn rows(query: &str) -> String {
+    format!("/rest-api/v1/search/rows?query={}", urlencode(query))
+}
+
+/// Columns, groups and counts as rows: values from the documents as answered, paged as
+/// search pages, groups most first; what the dialect does not take is a 400 saying why.
+#[tokio::test]
+async fn rows_answer_columns_groups_and_counts() {
+    let api = three_documents().await;
+    let mut applied = document("c1", "ConfigMap", "c", "applied", json!({}));
+    applied.annotations = [
+        (
+            "kubectl.kubernetes.io/last-applied-configuration".to_owned(),
+            "{\"data\":{\"password\":\"hunter2\"}}".to_owned(),
+        ),
+        ("team".to_owned(), "blue".to_owned()),
+    ]
+    .into();
+    api.storage.upsert(&[applied]).await.unwrap();
+    let guest = api.guest();
+
+    let (code, found) = guest
+        .call(
+            "GET",
+            &format!(
+                "{}&page=1&pageSize=2",
+                rows("select name, namespace, labels['app'], annotations.team, creationTimestamp from resources where kind = 'ConfigMap' order by namespace")
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{found}");
+    let data = &found["data"];
+    assert_eq!(
+        data["columns"],
+        json!([
+            "name",
+            "namespace",
+            "labels['app']",
+            "annotations.team",
+            "creationTimestamp"
+        ])
+    );
+    assert_eq!(
+        data["rows"],
+        json!([
+            ["settings", "a", "settings", null, null],
+            ["settings", "b", "settings", null, null]
+        ])
+    );
+    assert_eq!(
+        (data["total"].as_u64(), data["totalRelation"].as_str()),
+        (Some(3), Some("eq"))
+    );
+
+    let (code, grouped) = guest
+        .call(
+            "GET",
+            &rows("select namespace, count(*) from resources group by namespace order by count(*) desc limit 2"),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{grouped}");
+    assert_eq!(grouped["data"]["rows"], json!([["a", 2], ["b", 1]]));
+    assert_eq!(grouped["data"]["columns"], json!(["namespace", "count(*)"]));
+
+    let (code, counted) = guest
+        .call(
+            "GET",
+            &rows("select count(*) from resources where kind = 'ConfigMap'"),
+            None,
+        )
+        .await;
+    assert_eq!((code, &counted["data"]["rows"]), (200, &json!([[3]])));
+
+    // kubectl's applied copy is never answered: not as a column, not as groups.
+    let last_applied = "annotations.`kubectl.kubernetes.io/last-applied-configuration`";
+    let (code, column) = guest
+        .call(
+            "GET",
+            &rows(&format!(
+                "select name, {last_applied} from resources where name = 'applied'"
+            )),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (code, &column["data"]["rows"]),
+        (200, &json!([["applied", null]]))
+    );
+    let (code, refused) = guest
+        .call(
+            "GET",
+            &rows(&format!(
+                "select {last_applied}, count(*) from resources group by {last_applied}"
+            )),
+            None,
+        )
+        .await;
+    assert_eq!(code, 400, "{refused}");
+    assert!(!refused.to_string().contains("hunter2"));
+
+    for (query, says) in [
+        ("select * from resources", "stands alone"),
+        ("select name, count(*) from resources", "GROUP BY"),
+        (
+            "select syncAt, count(*) from resources group by syncAt",
+            "cannot group",
+        ),
+        (
+            "select name from resources; drop table resources",
+            "one statement",
+        ),
+    ] {
+        let (code, refused) = guest.call("GET", &rows(query), None).await;
+        assert_eq!(code, 400, "{query}: {refused}");
+        assert!(
+            refused["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(says),
+            "{query}: {refused}"
+        );
+    }
+    let (code, _) = guest.call("GET", "/rest-api/v1/search/rows", None).await;
+    assert_eq!(code, 400);
+    // The documents' search still answers `select *` only, and says where columns go.
+    let (code, refused) = guest
+        .call("GET", &sql("select name from resources"), None)
+        .await;
+    assert_eq!(code, 400);
+    assert!(refused.to_string().contains("/search/rows"), "{refused}");
+}
