@@ -122,6 +122,35 @@ async fn the_embedded_default_adds_the_test_cluster_and_finds_its_configmaps() {
     let page: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(page["total"], 1, "{out}");
     assert_eq!(page["items"][0]["object"]["data"]["k"], "v");
+    // Columns and groups print as a table with the columns as written.
+    let grouped = format!(
+        "select namespace, count(*) from resources where kind='ConfigMap' and namespace='{namespace}' group by namespace"
+    );
+    let (code, out, err) = text(&karpor(&["search", &grouped], &url, server.dir(), &[]));
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines,
+        [vec!["namespace", "count(*)"], vec![namespace.as_str(), "1"]],
+        "{out}"
+    );
+    let (code, out, _) = text(&karpor(
+        &[
+            "search",
+            &format!("select name, labels['app'] from resources where namespace='{namespace}' and kind='ConfigMap'"),
+            "-o",
+            "json",
+        ],
+        &url,
+        server.dir(),
+        &[],
+    ));
+    assert_eq!(code, 0);
+    let rows: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows["rows"][0][0], "found-by-cli", "{out}");
     // Into a pipe its reader closed at once (`| head -0`): the command ends quietly,
     // without a panic (exit 101).
     let mut child = Command::new(karpor_testkit::process::binary())

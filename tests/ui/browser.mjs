@@ -108,6 +108,14 @@ try {
     return text.includes("kind: Namespace") && text.includes("name: " + name);
   }, expected);
   console.log(`detail of ${expected} shown as YAML`);
+
+  // Columns and groups come back as a table of their own.
+  await page.fill("#query", `select kind, count(*) from resources where name = '${expected}' group by kind`);
+  await page.click("#search-form button");
+  await page.locator("#rows tbody td", { hasText: "Namespace" }).first().waitFor();
+  await page.locator("#rows thead th", { hasText: "count(*)" }).first().waitFor();
+  if (await page.locator("#results").isVisible()) throw new Error("object rows shown beside grouped rows");
+  console.log(`grouped: ${(await page.locator("#rows tbody tr").allInnerTexts()).join(" | ")}`);
   if (consoleErrors.length > 0) throw new Error(`console errors: ${consoleErrors.join("; ")}`);
 
   // An object's audit findings are in its row and its detail; clusters show a score.

@@ -31,7 +31,7 @@ pub(crate) const MAX_PAGE_SIZE: u64 = 1000;
 /// quarter of a million matches costs more than the page (Elasticsearch's default too).
 pub(crate) const COUNT_UP_TO: u64 = 10_000;
 /// A page's size when none (or one Karpor would not take) is given.
-pub(crate) const DEFAULT_PAGE_SIZE: u64 = 10;
+const DEFAULT_PAGE_SIZE: u64 = 10;
 
 pub(crate) fn routes() -> Routes {
     Routes::new().route(Permission::Read, routes!(search))
@@ -87,9 +87,14 @@ pub(crate) async fn search(
 /// `pattern=nl`.
 const NATURAL: &str = "nl";
 
-async fn page(visible: &Visible, params: SearchParams, ai: Option<&Ai>) -> ApiResult<SearchPage> {
-    let page = number(&params.page).filter(|p| *p >= 1).unwrap_or(1);
-    let page_size = number(&params.page_size)
+/// `page` and `pageSize` as Karpor reads them: from 1, and 1 to 1000 (10 for anything
+/// that is not a number or is below 1); above 1000 is refused.
+pub(crate) fn page_and_size(
+    page: &Option<String>,
+    page_size: &Option<String>,
+) -> Result<(u64, u64), ApiError> {
+    let page = number(page).filter(|p| *p >= 1).unwrap_or(1);
+    let page_size = number(page_size)
         .filter(|s| *s >= 1)
         .unwrap_or(DEFAULT_PAGE_SIZE);
     if page_size > MAX_PAGE_SIZE {
@@ -97,6 +102,11 @@ async fn page(visible: &Visible, params: SearchParams, ai: Option<&Ai>) -> ApiRe
             "pageSize must be 1 to {MAX_PAGE_SIZE}"
         )));
     }
+    Ok((page, page_size))
+}
+
+async fn page(visible: &Visible, params: SearchParams, ai: Option<&Ai>) -> ApiResult<SearchPage> {
+    let (page, page_size) = page_and_size(&params.page, &params.page_size)?;
     let columns = columns(params.format.as_deref())?;
     let query_text = params.query.as_deref().filter(|q| !q.trim().is_empty());
     let keyword = params.keyword.as_deref().filter(|k| !k.trim().is_empty());
@@ -248,7 +258,7 @@ async fn natural(
 }
 
 /// A whole number, or nothing for anything else (as Karpor's `Atoi` with a default).
-pub(crate) fn number(text: &Option<String>) -> Option<u64> {
+fn number(text: &Option<String>) -> Option<u64> {
     text.as_deref().and_then(|t| t.trim().parse().ok())
 }
 

@@ -17,7 +17,7 @@ use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::Errors;
 use crate::redact::LAST_APPLIED;
 use crate::scope::Visible;
-use crate::search::{number, COUNT_UP_TO, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::search::{page_and_size, COUNT_UP_TO};
 use crate::types::{Envelope, SearchRows, TotalRelation};
 
 pub(crate) fn routes() -> Routes {
@@ -69,15 +69,7 @@ pub(crate) async fn rows(
     };
     match shape {
         Shape::Columns(fields) => {
-            let page = number(&params.page).filter(|p| *p >= 1).unwrap_or(1);
-            let size = number(&params.page_size)
-                .filter(|s| *s >= 1)
-                .unwrap_or(DEFAULT_PAGE_SIZE);
-            if size > MAX_PAGE_SIZE {
-                return Err(ApiError::bad_request(format!(
-                    "pageSize must be 1 to {MAX_PAGE_SIZE}"
-                )));
-            }
+            let (page, size) = page_and_size(&params.page, &params.page_size)?;
             let from = (page - 1).saturating_mul(size);
             let found = visible
                 .search_counted(&query, from, size, Some(COUNT_UP_TO))

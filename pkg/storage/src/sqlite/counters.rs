@@ -7,7 +7,7 @@ use karpor_search::{Expr, Field, Op, Value};
 use sqlx::sqlite::SqlitePool;
 use sqlx::Row;
 
-use super::from_sqlx;
+use super::{buckets, from_sqlx};
 use crate::{AuditTotals, Bucket, StorageError};
 
 /// Billionths of a point: how scores are summed, by the counters and by a recount alike.
@@ -115,15 +115,7 @@ pub(super) async fn rules(
         .fetch_all(pool)
         .await
         .map_err(from_sqlx)?;
-    rows.iter()
-        .map(|row| {
-            Ok(Bucket {
-                key: row.try_get("k").map_err(from_sqlx)?,
-                count: row.try_get::<i64, _>("c").map_err(from_sqlx)? as u64,
-            })
-        })
-        .collect::<Result<_, _>>()
-        .map(Some)
+    buckets(&rows).map(Some)
 }
 
 #[cfg(test)]

@@ -74,6 +74,18 @@ fn ref_keys(d: &ResourceDocument) -> serde_json::Value {
     serde_json::json!(keys)
 }
 
+/// Rows of a grouping statement (`k`, the value; `c`, its count) as buckets.
+fn buckets(rows: &[sqlx::sqlite::SqliteRow]) -> Result<Vec<Bucket>, StorageError> {
+    rows.iter()
+        .map(|row| {
+            Ok(Bucket {
+                key: row.try_get("k").map_err(from_sqlx)?,
+                count: row.try_get::<i64, _>("c").map_err(from_sqlx)? as u64,
+            })
+        })
+        .collect()
+}
+
 fn decode(doc: &str) -> Result<ResourceDocument, StorageError> {
     serde_json::from_str(doc).map_err(|e| StorageError::Corrupt(e.to_string()))
 }
@@ -491,7 +503,10 @@ impl SearchStorage for SqliteStorage {
                 match probe::full_text_first(&query.filter, count_up_to) {
                     Some(sql) => (sql.text, sql.params),
                     None => {
-                        let mut counted = Sql::default();
+                        let mut counted = match count_up_to {
+                            Some(_) => Sql::default(),
+                            None => Sql::whole(),
+                        };
                         filter(&query.filter, &mut counted, ScopeUse::Find);
                         (
                             format!("resources r WHERE {}", counted.text),
@@ -534,7 +549,7 @@ impl SearchStorage for SqliteStorage {
         if let Some(scope) = counters::counted(&query.filter) {
             return counters::totals(&self.pool, &scope).await;
         }
-        let mut sql = Sql::default();
+        let mut sql = Sql::whole();
         filter(&query.filter, &mut sql, ScopeUse::Find);
         // A filter of karpor's own SQL with every value bound; scores summed as the
         // counters sum them.
@@ -583,7 +598,7 @@ impl SearchStorage for SqliteStorage {
         }
         // Fixed table and column names, and a filter of karpor's own SQL with every
         // value bound (a map's key first: it comes first in the text).
-        let mut sql = Sql::default();
+        let mut sql = Sql::whole();
         filter(&query.filter, &mut sql, ScopeUse::Find);
         let (statement, mut params) = match field {
             Field::Label(key) | Field::Annotation(key) => {
@@ -647,14 +662,7 @@ impl SearchStorage for SqliteStorage {
             .fetch_all(&self.pool)
             .await
             .map_err(from_sqlx)?;
-        rows.iter()
-            .map(|row| {
-                Ok(Bucket {
-                    key: row.try_get("k").map_err(from_sqlx)?,
-                    count: row.try_get::<i64, _>("c").map_err(from_sqlx)? as u64,
-                })
-            })
-            .collect()
+        buckets(&rows)
     }
 }
 
