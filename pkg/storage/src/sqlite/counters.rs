@@ -127,7 +127,7 @@ mod tests {
 
     use super::*;
     use crate::document::{HistoryNote, ResourceDocument};
-    use crate::sqlite::{open_pool, SqliteStorage, MIGRATIONS};
+    use crate::sqlite::{open_pool, open_writer, SqliteStorage, MIGRATIONS};
     use crate::{ResourceStorage, SearchStorage};
 
     /// A small deterministic generator (xorshift): the same writes every run.
@@ -266,13 +266,15 @@ mod tests {
     #[tokio::test]
     async fn a_database_from_before_the_counters_is_counted_when_migrated() {
         let dir = tempfile::tempdir().unwrap();
-        let pool = open_pool(&dir.path().join("r.db")).await.unwrap();
-        MIGRATIONS.run_to(7, &pool).await.unwrap();
-        let storage = SqliteStorage { pool };
+        let path = dir.path().join("r.db");
+        let writer = open_writer(&path).await.unwrap();
+        MIGRATIONS.run_to(7, &writer).await.unwrap();
+        let pool = open_pool(&path).await.unwrap();
+        let storage = SqliteStorage { pool, writer };
         let mut dice = Dice(7);
         let batch: Vec<_> = (0..40).map(|v| document(&mut dice, 100 + v)).collect();
         storage.upsert(&batch).await.unwrap();
-        MIGRATIONS.run(&storage.pool).await.unwrap();
+        MIGRATIONS.run(&storage.writer).await.unwrap();
         let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_counters")
             .fetch_one(&storage.pool)
             .await

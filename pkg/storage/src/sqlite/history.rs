@@ -327,7 +327,7 @@ impl HistoryStorage for SqliteStorage {
             )
             .bind(millis(now))
             .bind(SLICE)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await
             .map_err(from_sqlx)?
             .rows_affected();
@@ -347,7 +347,7 @@ impl HistoryStorage for SqliteStorage {
             )
             .bind(&size.cluster)
             .bind(i64::try_from(over).unwrap_or(i64::MAX))
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await
             .map_err(from_sqlx)?
             .rows_affected();

@@ -26,7 +26,13 @@ use translate::{filter, keywords, order, page_scope, sort_column, Param, ScopeUs
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 pub(crate) struct SqliteStorage {
+    /// Reads: several connections, through the memory map.
     pool: SqlitePool,
+    /// Writes: one connection (SQLite has one writer at a time anyway) without the memory
+    /// map, so ingest reads the pages it changes into its own small cache instead of
+    /// mapping the whole file into the process (the syncer shares it, with a budget per
+    /// synced object).
+    writer: SqlitePool,
 }
 
 fn from_sqlx(e: sqlx::Error) -> StorageError {
@@ -104,13 +110,27 @@ async fn open_pool(path: &Path) -> Result<SqlitePool, String> {
     .await
 }
 
+/// The writing connection: as the readers, without the memory map.
+async fn open_writer(path: &Path) -> Result<SqlitePool, String> {
+    karpor_core::sqlite::open_pool_tuned(path, 1, |options| {
+        options
+            .pragma("mmap_size", "0")
+            .pragma("cache_size", "-4096")
+            .pragma("temp_store", "memory")
+    })
+    .await
+}
+
 impl SqliteStorage {
     pub(crate) async fn open(path: &Path) -> Result<Self, StorageError> {
-        let pool = open_pool(path).await.map_err(StorageError::Misconfigured)?;
-        MIGRATIONS.run(&pool).await.map_err(|e| {
+        let writer = open_writer(path)
+            .await
+            .map_err(StorageError::Misconfigured)?;
+        MIGRATIONS.run(&writer).await.map_err(|e| {
             StorageError::Misconfigured(format!("migrating {}: {e}", path.display()))
         })?;
-        Ok(SqliteStorage { pool })
+        let pool = open_pool(path).await.map_err(StorageError::Misconfigured)?;
+        Ok(SqliteStorage { pool, writer })
     }
 
     /// Deletes the matching rows, their pairs and their full text; returns how many.
@@ -123,7 +143,7 @@ impl SqliteStorage {
         params: Vec<Param>,
         history: Option<(&HistoryNote, Option<&str>)>,
     ) -> Result<u64, StorageError> {
-        let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
+        let mut tx = self.writer.begin().await.map_err(from_sqlx)?;
         if let Some((note, version)) = history {
             let mut all = vec![
                 version.map_or(Param::Null, |v| Param::Text(v.to_owned())),
@@ -204,7 +224,7 @@ impl ResourceStorage for SqliteStorage {
         // The write lock first: the history read below would otherwise start a read
         // transaction that another writer's commit makes impossible to upgrade (busy).
         let mut tx = self
-            .pool
+            .writer
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(from_sqlx)?;
@@ -409,7 +429,7 @@ impl ResourceStorage for SqliteStorage {
     async fn delete_cluster(&self, cluster: &str) -> Result<u64, StorageError> {
         sqlx::query("DELETE FROM revisions WHERE cluster = ?")
             .bind(cluster)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await
             .map_err(from_sqlx)?;
         self.delete_where("r.cluster = ?", vec![Param::Text(cluster.to_owned())], None)
