@@ -96,25 +96,29 @@ fn decode(doc: &str) -> Result<ResourceDocument, StorageError> {
     serde_json::from_str(doc).map_err(|e| StorageError::Corrupt(e.to_string()))
 }
 
-/// Opens the file as `karpor_core::sqlite::open_pool` does, with reads through a memory
-/// map (pages shared with the OS's cache, not copied into each connection) and sorts kept
-/// in memory. Each connection's own cache stays small: the syncer shares this process and
-/// its memory budget is per synced object.
+/// The reading connections: several, each reading through a memory map (pages shared
+/// with the OS's cache, not copied into each connection).
 async fn open_pool(path: &Path) -> Result<SqlitePool, String> {
-    karpor_core::sqlite::open_pool_tuned(path, 4, |options| {
-        options
-            .pragma("mmap_size", (1u64 << 30).to_string())
-            .pragma("cache_size", "-4096")
-            .pragma("temp_store", "memory")
-    })
-    .await
+    open_connections(path, 4, 1 << 30).await
 }
 
-/// The writing connection: as the readers, without the memory map.
+/// The writing connection: one (SQLite has one writer at a time anyway), without the
+/// memory map.
 async fn open_writer(path: &Path) -> Result<SqlitePool, String> {
-    karpor_core::sqlite::open_pool_tuned(path, 1, |options| {
+    open_connections(path, 1, 0).await
+}
+
+/// Opens the file as `karpor_core::sqlite::open_pool` does, with sorts kept in memory and
+/// each connection's own cache small: the syncer shares this process and its memory
+/// budget is per synced object.
+async fn open_connections(
+    path: &Path,
+    connections: u32,
+    mmap_bytes: u64,
+) -> Result<SqlitePool, String> {
+    karpor_core::sqlite::open_pool_tuned(path, connections, |options| {
         options
-            .pragma("mmap_size", "0")
+            .pragma("mmap_size", mmap_bytes.to_string())
             .pragma("cache_size", "-4096")
             .pragma("temp_store", "memory")
     })
