@@ -114,9 +114,9 @@ fn stored_version(document: Option<ResourceDocument>) -> u64 {
     document.map_or(0, |d| d.resource_version.parse().unwrap_or(0))
 }
 
-/// RSS and anonymous memory (KiB) before and after, the peak RSS, and (count, RSS) at
-/// half the objects.
-type Memory = (u64, u64, u64, u64, u64, (u64, u64));
+/// RSS and anonymous memory (KiB) before and after, the peak RSS, (count, RSS) at half the
+/// objects, and the peak of anonymous memory.
+type Memory = (u64, u64, u64, u64, u64, (u64, u64), u64);
 
 /// One syncer's pass: what it took to list and store every object, then to store the
 /// changes of the objects in `slice`.
@@ -220,11 +220,13 @@ async fn sync_pass(
         .await
         .unwrap();
     let mut peak = before;
+    let mut peak_anon = anon_before;
     let mut at_half = None;
     loop {
         let count = storage.count(Some("bench")).await.unwrap();
         if memory {
             peak = peak.max(rss_kib());
+            peak_anon = peak_anon.max(anon_kib());
             if count >= objects as u64 / 2 && at_half.is_none() {
                 at_half = Some((count, rss_kib()));
             }
@@ -245,6 +247,7 @@ async fn sync_pass(
             anon_after,
             peak.max(after),
             at_half.unwrap(),
+            peak_anon.max(anon_after),
         )
     });
     let sync_revisions = revisions(&storage).await;
@@ -365,7 +368,7 @@ async fn main() {
     let (patch_only_cpu, patch_only_wall) = (cpu_seconds() - cpu, started.elapsed());
 
     let first = &passes[0];
-    let (before, after, anon_before, anon_after, peak, (half_count, half_rss)) =
+    let (before, after, anon_before, anon_after, peak, (half_count, half_rss), peak_anon) =
         first.memory.unwrap();
     let (synced, sync_rate) = (first.synced, first.rate(objects));
     let storage = &first.storage;
@@ -399,7 +402,7 @@ async fn main() {
     println!("| objects | time to all indexed | syncer objects/s | raw ingest objects/s | syncer / raw | RSS before | RSS after | growth per object | second half, per object | anonymous growth per object |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     println!(
-        "| {objects} | {:.1} s | {sync_rate:.0} | {raw_rate:.0} | {:.2} | {:.1} MiB | {:.1} MiB | {:.0} B (peak {:.0} B) | {marginal:.0} B | {:.0} B |",
+        "| {objects} | {:.1} s | {sync_rate:.0} | {raw_rate:.0} | {:.2} | {:.1} MiB | {:.1} MiB | {:.0} B (peak {:.0} B) | {marginal:.0} B | {:.0} B (peak {:.0} B) |",
         synced.as_secs_f64(),
         sync_rate / raw_rate,
         before as f64 / 1024.0,
@@ -407,6 +410,7 @@ async fn main() {
         per_object(before, after),
         per_object(before, peak),
         per_object(anon_before, anon_after),
+        per_object(anon_before, peak_anon),
     );
 
     // History on against off.

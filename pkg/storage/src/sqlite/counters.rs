@@ -95,6 +95,24 @@ pub(super) async fn totals(
     })
 }
 
+/// The documents not marked deleted, of a cluster or of all: a few counter rows (rule ''
+/// counts every document), where counting the documents read an index of all of them and
+/// mapped its pages into the process, a syncer's own polling included.
+pub(super) async fn documents(
+    pool: &SqlitePool,
+    cluster: Option<&str>,
+) -> Result<u64, StorageError> {
+    let count: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum(resources), 0) FROM audit_counters \
+         WHERE rule = '' AND deleted = 0 AND (?1 IS NULL OR cluster = ?1)",
+    )
+    .bind(cluster)
+    .fetch_one(pool)
+    .await
+    .map_err(from_sqlx)?;
+    Ok(count.max(0) as u64)
+}
+
 /// The rules with the most documents in a scope that names no rule itself, as
 /// `terms(issue)` counts them; `None` for a scope with a rule.
 pub(super) async fn rules(

@@ -6,6 +6,7 @@ mod counters;
 mod history;
 mod probe;
 mod translate;
+mod trigrams;
 
 use std::path::Path;
 
@@ -21,7 +22,9 @@ use crate::window::{capped_total, total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
 };
-use translate::{filter, keywords, order, page_scope, sort_column, Param, ScopeUse, Sql};
+use translate::{
+    filter, has_keyword_conjunct, keywords, order, page_scope, sort_column, Param, ScopeUse, Sql,
+};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -419,15 +422,7 @@ impl ResourceStorage for SqliteStorage {
     }
 
     async fn count(&self, cluster: Option<&str>) -> Result<u64, StorageError> {
-        let row = sqlx::query(
-            "SELECT count(*) FROM resources WHERE deleted = 0 AND (? IS NULL OR cluster = ?)",
-        )
-        .bind(cluster)
-        .bind(cluster)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(from_sqlx)?;
-        Ok(row.try_get::<i64, _>(0).map_err(from_sqlx)? as u64)
+        counters::documents(&self.pool, cluster).await
     }
 
     async fn delete_cluster(&self, cluster: &str) -> Result<u64, StorageError> {
@@ -475,11 +470,19 @@ impl SearchStorage for SqliteStorage {
         size: u64,
         count_up_to: Option<u64>,
     ) -> Result<SearchResult, StorageError> {
-        let mut where_ = Sql::default();
-        filter(&query.filter, &mut where_, page_scope(&query.filter));
         let rows = window(query, from, size);
         // One read transaction: the page, its documents and the count see the same rows.
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
+        let chosen_trigrams = trigrams::chosen(&mut tx, &query.filter).await?;
+        let mut where_ = Sql::default();
+        where_.chosen_trigrams = chosen_trigrams.clone();
+        filter(&query.filter, &mut where_, page_scope(&query.filter));
+        // A keyword's page is sorted from the set of all its matches: the statement then
+        // counts them too (`count(*) OVER ()`), where a second statement built the set
+        // again (one statement of 39 ms against 51 ms and 44 ms for `app-123` at
+        // 1,000,000 documents).
+        let counted_with_page = has_keyword_conjunct(&query.filter);
+        let mut counted_by_page = None;
         // The page as rowids first: its sort or index walk reads only the narrow table.
         // `filter` and `order` write only karpor's own SQL, every value bound (translate.rs).
         let probed = match probe::full_text_conjunct(&query.filter) {
@@ -494,9 +497,15 @@ impl SearchStorage for SqliteStorage {
                 let mut params = where_.params;
                 params.push(Param::Int(i64::try_from(rows.size).unwrap_or(i64::MAX)));
                 params.push(Param::Int(i64::try_from(rows.from).unwrap_or(i64::MAX)));
-                sqlx::query_scalar_with(
+                let count = if counted_with_page {
+                    "count(*) OVER ()"
+                } else {
+                    "NULL"
+                };
+                let found: Vec<(i64, Option<i64>)> = sqlx::query_as_with(
                     AssertSqlSafe(format!(
-                        "SELECT r.rowid FROM resources r WHERE {} ORDER BY {} LIMIT ? OFFSET ?",
+                        "SELECT r.rowid, {count} FROM resources r WHERE {} ORDER BY {} \
+                         LIMIT ? OFFSET ?",
                         where_.text,
                         order(&query.order_by)
                     )),
@@ -504,7 +513,9 @@ impl SearchStorage for SqliteStorage {
                 )
                 .fetch_all(&mut *tx)
                 .await
-                .map_err(from_sqlx)?
+                .map_err(from_sqlx)?;
+                counted_by_page = found.first().and_then(|(_, count)| *count);
+                found.into_iter().map(|(rowid, _)| rowid).collect()
             }
         };
         let mut items = Vec::with_capacity(page.len());
@@ -522,6 +533,8 @@ impl SearchStorage for SqliteStorage {
         let short = (page.len() as u64) < rows.size && (!page.is_empty() || rows.from == 0);
         let count = if short {
             rows.from + page.len() as u64
+        } else if let Some(count) = counted_by_page {
+            count.max(0) as u64
         } else {
             let (rows_counted, mut params) =
                 match probe::full_text_first(&query.filter, count_up_to) {
@@ -531,6 +544,7 @@ impl SearchStorage for SqliteStorage {
                             Some(_) => Sql::default(),
                             None => Sql::whole(),
                         };
+                        counted.chosen_trigrams = chosen_trigrams;
                         filter(&query.filter, &mut counted, ScopeUse::Find);
                         (
                             format!("resources r WHERE {}", counted.text),

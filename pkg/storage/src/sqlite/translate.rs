@@ -1,7 +1,7 @@
 //! A query tree as a parameterised SQLite statement: every value is a bound parameter,
 //! never spliced into the text.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use karpor_search::{Expr, Field, Op, Order, Value};
 
@@ -32,6 +32,9 @@ pub(crate) struct Sql {
     /// The statement reads every match (an exact count, a sum, groups): a negated set is
     /// then built once, where a page or a capped count, which stop early, probe each row.
     whole: bool,
+    /// The trigrams a keyword term is narrowed by, when chosen from the index
+    /// (`trigrams.rs`); otherwise all of them.
+    pub chosen_trigrams: BTreeMap<String, Vec<String>>,
 }
 
 /// What a caller's scope ([`Expr::Scope`]) does in a statement.
@@ -324,6 +327,16 @@ pub(crate) fn page_scope(expr: &Expr) -> ScopeUse {
     }
 }
 
+/// Whether a keyword term is a conjunct: its page is then sorted from the set of all its
+/// matches (the planner starts from the trigram and full-text lookups), whatever else.
+pub(crate) fn has_keyword_conjunct(expr: &Expr) -> bool {
+    match expr {
+        Expr::Keyword(_) => true,
+        Expr::And(all) => all.iter().any(has_keyword_conjunct),
+        _ => false,
+    }
+}
+
 /// Whether a conjunct outside the caller's scope finds few rows through an index or a
 /// lookup table (keywords, a label, a finding, a reference, or equality on a namespace,
 /// name, kind or uid), rather than leaving a range or a scan to the planner. Full text is
@@ -585,7 +598,10 @@ fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
                 ));
             } else {
                 // Parameters bind in text order: the trigrams' MATCH comes first.
-                let trigrams = trigrams(term);
+                let trigrams = match sql.chosen_trigrams.get(term) {
+                    Some(chosen) => fts_all(chosen),
+                    None => fts_all(&trigram_list(term)),
+                };
                 let narrowed = if trigrams.is_empty() {
                     String::new()
                 } else {
@@ -650,7 +666,7 @@ pub(crate) fn order(order_by: &[Order]) -> String {
     keys.join(", ")
 }
 
-/// Every word, as FTS5 strings (implicitly ANDed). Words are letters and digits only.
+/// Every word (or trigram), as FTS5 strings, implicitly ANDed.
 pub(crate) fn fts_all(words: &[String]) -> String {
     words
         .iter()
@@ -659,18 +675,16 @@ pub(crate) fn fts_all(words: &[String]) -> String {
         .join(" ")
 }
 
-/// Every run of three characters of `term`, as FTS5 strings (implicitly ANDed): what a
-/// text containing `term` has among its trigrams. Empty below three characters.
-fn trigrams(term: &str) -> String {
+/// Every run of three characters of `term`, once each: what a text containing `term` has
+/// among its trigrams. Empty below three characters.
+pub(crate) fn trigram_list(term: &str) -> Vec<String> {
     let chars: Vec<char> = term.chars().collect();
     let mut seen = std::collections::BTreeSet::new();
     chars
         .windows(3)
         .map(|w| w.iter().collect::<String>())
         .filter(|t| seen.insert(t.clone()))
-        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect()
 }
 
 /// SQL LIKE to GLOB (which is case-sensitive, as Elasticsearch's wildcard is).
@@ -846,6 +860,7 @@ mod tests {
 
     #[test]
     fn trigrams_are_quoted_and_once_each() {
+        let trigrams = |term| fts_all(&trigram_list(term));
         assert_eq!(trigrams("ab"), "");
         assert_eq!(trigrams("a\"bab\""), r#""a""b" """ba" "bab" "ab""""#);
         assert_eq!(trigrams("aaaa"), r#""aaa""#);
