@@ -17,6 +17,9 @@ use crate::StorageError;
 
 /// Matches read of each trigram's list to estimate its frequency.
 const SAMPLE: i64 = 256;
+/// Trigrams weighed at most, spread over the term: a term of 256 bytes has up to 254, and
+/// a few rare ones narrow as well as all of them.
+const WEIGHED: usize = 16;
 /// Trigrams kept beside the rarest: those at most this many times as frequent narrow the
 /// candidates further for little more reading.
 const WITHIN: f64 = 8.0;
@@ -29,17 +32,26 @@ pub(super) async fn chosen(
     let mut terms = Vec::new();
     keyword_terms(expr, &mut terms);
     let mut chosen = BTreeMap::new();
+    let mut last = None;
     for term in terms {
         let trigrams = trigram_list(term);
         if trigrams.len() < 2 || chosen.contains_key(term) {
             continue;
         }
-        let last: i64 = sqlx::query_scalar("SELECT coalesce(max(rowid), 0) FROM resources")
-            .fetch_one(&mut **tx)
-            .await
-            .map_err(from_sqlx)?;
-        let mut estimated = Vec::with_capacity(trigrams.len());
-        for trigram in trigrams {
+        let last = match last {
+            Some(last) => last,
+            None => {
+                let found: i64 =
+                    sqlx::query_scalar("SELECT coalesce(max(rowid), 0) FROM resources")
+                        .fetch_one(&mut **tx)
+                        .await
+                        .map_err(from_sqlx)?;
+                *last.insert(found)
+            }
+        };
+        let weighed = spread(trigrams);
+        let mut estimated = Vec::with_capacity(weighed.len());
+        for trigram in weighed {
             let row = sqlx::query(
                 "SELECT count(*), coalesce(max(rowid), 0) FROM (SELECT rowid FROM \
                  resources_keywords WHERE resources_keywords MATCH ? LIMIT ?)",
@@ -75,6 +87,17 @@ fn frequency(seen: i64, reached: i64, last: i64) -> f64 {
     } else {
         seen as f64 * last as f64 / reached as f64
     }
+}
+
+/// At most `WEIGHED` of `trigrams`, evenly spaced over the term.
+fn spread(trigrams: Vec<String>) -> Vec<String> {
+    if trigrams.len() <= WEIGHED {
+        return trigrams;
+    }
+    let len = trigrams.len();
+    (0..WEIGHED)
+        .map(|i| trigrams[i * len / WEIGHED].clone())
+        .collect()
 }
 
 fn keyword_terms<'a>(expr: &'a Expr, into: &mut Vec<&'a str>) {
@@ -188,6 +211,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_long_term_is_weighed_by_trigrams_spread_over_it() {
+        let long = trigram_list(&(0..80).map(|i| format!("{i:03}")).collect::<String>());
+        assert!(long.len() > 2 * WEIGHED);
+        let weighed = spread(long.clone());
+        assert_eq!(weighed.len(), WEIGHED);
+        assert_eq!(weighed.first(), long.first());
+        assert!(weighed.iter().all(|t| long.contains(t)));
+        let short = trigram_list("app-123");
+        assert_eq!(spread(short.clone()), short);
     }
 
     #[test]
