@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use karpor_metastore::{Metastore, MetastoreConfig};
-use karpor_storage::{Storage, StorageConfig};
+use karpor_storage::{Change, ChangeQuery, Storage, StorageConfig};
 use karpor_testkit::cluster::Kube;
 use karpor_testkit::process::{import, Karpor, Spawn};
 use serde_json::json;
@@ -87,12 +87,9 @@ impl Fleet {
     }
 
     pub(crate) fn start(&mut self, name: &str) {
-        // History off: this suite is about ownership through faults. With it on, each
-        // batch on the Elasticsearch-API test server also reads the stored documents and
-        // writes revisions, and 20 of 30 clusters were not equal 60 s after SIGCONT
-        // (issue 29's note: history's cost under faults is open).
+        // History on, as by default: every batch also compares and writes revisions.
         let config = format!(
-            "{}syncer: {{member: {name}, lease_ttl: {}s, history: {{enabled: false}}}}\nshutdown: {{drain_delay: 500ms}}\n",
+            "{}syncer: {{member: {name}, lease_ttl: {}s}}\nshutdown: {{drain_delay: 500ms}}\n",
             self.head,
             TTL.as_secs()
         );
@@ -329,6 +326,65 @@ impl Fleet {
             .into_iter()
             .map(|d| (d.uid, d.resource_version))
             .collect()
+    }
+
+    /// Checks every cluster's history: each object was created and deleted at most once
+    /// (hand-overs, relists, paused writers and restarts wrote no change twice), and
+    /// updates were kept. Returns the revisions read.
+    pub(crate) async fn history_has_no_duplicate(&self) -> u64 {
+        const PAGE: u64 = 1000;
+        let mut read = 0;
+        for cluster in self.clusters.keys() {
+            let search = karpor_search::parse_changes(&format!(
+                "select * from changes where cluster = '{cluster}' and namespace = '{}'",
+                self.namespace
+            ))
+            .unwrap();
+            let query = ChangeQuery {
+                filter: search.filter,
+                since: None,
+                until: None,
+                changes: Vec::new(),
+            };
+            // uid → its changes, newest first.
+            let mut of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            let mut updates = 0;
+            for from in (0..).step_by(PAGE as usize) {
+                let page = self.storage.changes(&query, from, PAGE).await.unwrap();
+                for r in &page.items {
+                    updates += u64::from(r.change == Change::Updated);
+                    let late = if r.late { " late" } else { "" };
+                    of.entry(r.uid.clone()).or_default().push(format!(
+                        "{} {}{late} at {}",
+                        r.change.as_str(),
+                        r.resource_version,
+                        r.seen_at
+                    ));
+                }
+                read += page.items.len() as u64;
+                if page.items.len() < PAGE as usize {
+                    break;
+                }
+            }
+            let twice = |changes: &[String], change: Change| {
+                changes
+                    .iter()
+                    .filter(|c| c.starts_with(change.as_str()))
+                    .count()
+                    > 1
+            };
+            let wrong: BTreeMap<_, _> = of
+                .iter()
+                .filter(|(_, c)| twice(c, Change::Created) || twice(c, Change::Deleted))
+                .collect();
+            assert!(
+                wrong.is_empty(),
+                "[{}] {cluster}: created or deleted twice: {wrong:#?}",
+                self.backend
+            );
+            assert!(updates > 0, "[{}] {cluster}: no update kept", self.backend);
+        }
+        read
     }
 
     /// `karpor serve` without a syncer of its own, on the same stores.

@@ -171,6 +171,8 @@ async fn leader_loss(mut fleet: Fleet, churn: &Churn, members: &mut EtcdCluster)
         BTreeMap::new(),
         "clusters run by two syncers at once"
     );
+    let read = fleet.history_has_no_duplicate().await;
+    eprintln!("[{backend}] history: {read} revisions of {CLUSTERS} clusters, none twice");
 }
 
 async fn faults(mut fleet: Fleet, churn: &Churn) {
@@ -311,4 +313,6 @@ async fn faults(mut fleet: Fleet, churn: &Churn) {
         BTreeMap::new(),
         "clusters run by two syncers at once"
     );
+    let read = fleet.history_has_no_duplicate().await;
+    eprintln!("[{backend}] history: {read} revisions of {CLUSTERS} clusters, none twice");
 }

@@ -1281,6 +1281,68 @@ async fn a_relist_keeps_what_went_unseen_as_late_deletions_and_expiry_removes_on
 }
 
 #[tokio::test]
+async fn an_object_is_created_and_deleted_once_whatever_a_paused_writer_lands_between_relists() {
+    let backends = backends().await;
+    for b in &backends {
+        let (s, name) = (b.storage.as_ref(), b.name);
+        let cluster = "resurrected";
+        let at = |version: u32, minute: i64| ResourceDocument {
+            cluster: cluster.to_owned(),
+            ..deployment("r1", version, &format!("web:{version}"), 1, minute)
+        };
+        let late = note(true);
+        let purge = |minute: i64| {
+            s.purge_unseen(
+                cluster,
+                "apps/v1",
+                "Deployment",
+                Some("shop"),
+                datetime!(2026-12-01 10:00:00 UTC) + Duration::minutes(minute),
+                Some(&late),
+            )
+        };
+        s.upsert(std::slice::from_ref(&at(10, 0))).await.unwrap();
+        s.upsert(std::slice::from_ref(&at(11, 1))).await.unwrap();
+        // The next owner's relist finds it gone; then the paused owner's write of a change
+        // it saw before lands, and the relist after that finds it gone again.
+        assert_eq!(purge(5).await.unwrap(), 1, "{name}");
+        s.upsert(std::slice::from_ref(&at(12, 2))).await.unwrap();
+        assert_eq!(purge(10).await.unwrap(), 1, "{name}");
+        let page = s.changes(&changes_in(cluster), 0, 10).await.unwrap();
+        let seen: Vec<(Change, &str)> = page
+            .items
+            .iter()
+            .map(|r| (r.change, r.resource_version.as_str()))
+            .collect();
+        let count = |change: Change| seen.iter().filter(|(c, _)| *c == change).count();
+        assert_eq!(count(Change::Created), 1, "{name}: {seen:?}");
+        assert_eq!(count(Change::Deleted), 1, "{name}: {seen:?}");
+        // The deletion kept is the newest: its state is the object's last.
+        let deletion = page
+            .items
+            .iter()
+            .find(|r| r.change == Change::Deleted)
+            .unwrap();
+        assert_eq!(deletion.resource_version, "12", "{name}");
+        assert!(deletion.late, "{name}");
+        // The same deletion written again, or an older one, changes nothing.
+        s.upsert(std::slice::from_ref(&at(11, 3))).await.unwrap();
+        purge(15).await.unwrap();
+        let again = s.changes(&changes_in(cluster), 0, 10).await.unwrap();
+        assert_eq!(again.total, page.total, "{name}");
+        let deletion = again
+            .items
+            .iter()
+            .find(|r| r.change == Change::Deleted)
+            .unwrap();
+        assert_eq!(
+            deletion.resource_version, "12",
+            "{name}: not replaced by an older one"
+        );
+    }
+}
+
+#[tokio::test]
 async fn an_import_of_what_was_there_before_makes_no_revision_but_its_changes_do() {
     let backends = backends().await;
     for b in &backends {

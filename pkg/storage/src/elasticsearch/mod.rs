@@ -300,7 +300,11 @@ impl ElasticStorage {
 
     /// One bulk request of (id, action, source); returns the documents to send again (429
     /// and 5xx items).
-    async fn bulk_once(&self, batch: &[Pending]) -> Result<Vec<Pending>, BulkFailure> {
+    async fn bulk_once(
+        &self,
+        batch: &[Pending],
+        refresh: Refresh,
+    ) -> Result<Vec<Pending>, BulkFailure> {
         let mut body: Vec<JsonBody<Json>> = Vec::with_capacity(batch.len() * 2);
         for (_, action, doc) in batch {
             body.push(action.clone().into());
@@ -309,7 +313,7 @@ impl ElasticStorage {
         let response = self
             .client
             .bulk(BulkParts::Index(&self.index))
-            .refresh(self.refresh())
+            .refresh(refresh)
             .body(body)
             .send()
             .await
@@ -336,7 +340,8 @@ impl ElasticStorage {
             ))));
         }
         for (item, pending) in items.iter().zip(batch) {
-            // Keyed by its action: `index` for a document, `create` for a revision.
+            // Keyed by its action: `index` for a document or a deletion, `create` for
+            // another revision.
             let item = item
                 .as_object()
                 .and_then(|o| o.values().next())
@@ -391,14 +396,14 @@ impl ElasticStorage {
     }
 
     /// Writes every entry, retried with backoff on 429 and 5xx until acknowledged.
-    async fn bulk(&self, mut pending: Vec<Pending>) -> Result<(), StorageError> {
+    async fn bulk(&self, mut pending: Vec<Pending>, refresh: Refresh) -> Result<(), StorageError> {
         if pending.is_empty() {
             return Ok(());
         }
         let mut backoff = FIRST_BACKOFF;
         for attempt in 1..=BULK_ATTEMPTS {
             let outcome = match self.ready().await {
-                Ok(()) => self.bulk_once(&pending).await,
+                Ok(()) => self.bulk_once(&pending, refresh).await,
                 Err(e) => Err(BulkFailure::Retry(e)),
             };
             match outcome {
@@ -480,7 +485,7 @@ impl ResourceStorage for ElasticStorage {
         if documents.is_empty() {
             return Ok(());
         }
-        let mut pending: Vec<Pending> = documents
+        let pending: Vec<Pending> = documents
             .iter()
             .map(|d| {
                 let id = d.id();
@@ -492,15 +497,19 @@ impl ResourceStorage for ElasticStorage {
             // Compared with the stored document, then the batch's own earlier version.
             let mut known = self.stored(documents).await?;
             let index = self.revisions_index();
+            let mut revisions = Vec::new();
             for d in documents.iter().filter(|d| d.history.is_some()) {
                 let id = d.id();
                 if let Some(revision) = revise(known.get(&id), d) {
-                    pending.push(history::pending(&index, &revision));
+                    revisions.push(history::pending(&index, &revision));
                 }
                 known.insert(id, d.clone());
             }
+            // Before the documents: a batch that fails after its revisions compares the
+            // same stored documents again and writes the same revisions (created once).
+            history::write_revisions(self, revisions).await?;
         }
-        self.bulk(pending).await
+        self.bulk(pending, self.refresh()).await
     }
 
     async fn delete(
@@ -518,8 +527,11 @@ impl ResourceStorage for ElasticStorage {
         if let (true, Some(last), Some(note)) = (deleted, last, history) {
             let revision =
                 Revision::deletion(&last, resource_version, OffsetDateTime::now_utc(), note);
-            self.bulk(vec![history::pending(&self.revisions_index(), &revision)])
-                .await?;
+            history::write_revisions(
+                self,
+                vec![history::pending(&self.revisions_index(), &revision)],
+            )
+            .await?;
         }
         Ok(deleted)
     }

@@ -290,7 +290,13 @@ mod tests {
         let pool = open_pool(&path).await.unwrap();
         let storage = SqliteStorage { pool, writer };
         let mut dice = Dice(7);
-        let batch: Vec<_> = (0..40).map(|v| document(&mut dice, 100 + v)).collect();
+        // Without history: today's revision writes need migration 0009.
+        let batch: Vec<_> = (0..40)
+            .map(|v| ResourceDocument {
+                history: None,
+                ..document(&mut dice, 100 + v)
+            })
+            .collect();
         storage.upsert(&batch).await.unwrap();
         MIGRATIONS.run(&storage.writer).await.unwrap();
         let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_counters")

@@ -46,7 +46,18 @@ pub(super) async fn stored(
         .collect()
 }
 
-/// Writes each revision once (a second write of the same version is ignored).
+/// How a revision is written, after its columns: once (a second write of the same version
+/// is ignored), and an object is created once and deleted once, a deletion of a newer
+/// version replacing an older one (see `0009_history_once.sql`).
+pub(super) const WRITTEN_ONCE: &str = "ON CONFLICT (cluster, uid, change) \
+     WHERE change IN ('created', 'deleted') DO UPDATE SET \
+     resource_version = excluded.resource_version, version = excluded.version, \
+     seen_at = excluded.seen_at, late = excluded.late, managers = excluded.managers, \
+     state = excluded.state, bytes = excluded.bytes, keep_until = excluded.keep_until \
+     WHERE excluded.change = 'deleted' AND excluded.version > revisions.version \
+     ON CONFLICT DO NOTHING";
+
+/// Writes each revision once ([`WRITTEN_ONCE`]).
 pub(super) async fn insert(
     tx: &mut Transaction<'_, Sqlite>,
     revisions: &[Revision],
@@ -55,12 +66,12 @@ pub(super) async fn insert(
         let text = |v: &Option<serde_json::Value>| v.as_ref().map(|v| v.to_string());
         let (back, state) = (text(&r.back), text(&r.state));
         let bytes = back.as_ref().map_or(0, String::len) + state.as_ref().map_or(0, String::len);
-        sqlx::query(
-            "INSERT OR IGNORE INTO revisions (cluster, uid, resource_version, version, \
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO revisions (cluster, uid, resource_version, version, \
              api_version, kind, kind_lower, namespace, name, change, seen_at, late, managers, \
              back, state, bytes, keep_until) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {WRITTEN_ONCE}"
+        )))
         .bind(&r.cluster)
         .bind(&r.uid)
         .bind(&r.resource_version)

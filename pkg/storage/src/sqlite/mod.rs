@@ -165,7 +165,7 @@ impl SqliteStorage {
             all.extend(params.iter().cloned());
             sqlx::query_with(
                 AssertSqlSafe(format!(
-                    "INSERT OR IGNORE INTO revisions (cluster, uid, resource_version, version, \
+                    "INSERT INTO revisions (cluster, uid, resource_version, version, \
                      api_version, kind, kind_lower, namespace, name, change, seen_at, late, \
                      managers, back, state, bytes, keep_until) \
                      SELECT r.cluster, r.uid, coalesce(?, r.resource_version), \
@@ -173,7 +173,8 @@ impl SqliteStorage {
                      r.namespace, r.name, 'deleted', ?, ?, ?, NULL, d.body -> '$.object', \
                      length(d.body -> '$.object'), ? \
                      FROM resources r JOIN resource_docs d ON d.doc = r.rowid \
-                     WHERE r.deleted = 0 AND {condition}"
+                     WHERE r.deleted = 0 AND {condition} {}",
+                    history::WRITTEN_ONCE
                 )),
                 arguments(all)?,
             )
