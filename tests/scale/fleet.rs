@@ -347,31 +347,23 @@ impl Fleet {
                 changes: Vec::new(),
             };
             // uid → its changes, newest first.
-            let mut of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            let mut of: BTreeMap<String, Vec<(Change, String)>> = BTreeMap::new();
             let mut updates = 0;
             for from in (0..).step_by(PAGE as usize) {
                 let page = self.storage.changes(&query, from, PAGE).await.unwrap();
                 for r in &page.items {
                     updates += u64::from(r.change == Change::Updated);
                     let late = if r.late { " late" } else { "" };
-                    of.entry(r.uid.clone()).or_default().push(format!(
-                        "{} {}{late} at {}",
-                        r.change.as_str(),
-                        r.resource_version,
-                        r.seen_at
-                    ));
+                    let seen = format!("{}{late} at {}", r.resource_version, r.seen_at);
+                    of.entry(r.uid.clone()).or_default().push((r.change, seen));
                 }
                 read += page.items.len() as u64;
                 if page.items.len() < PAGE as usize {
                     break;
                 }
             }
-            let twice = |changes: &[String], change: Change| {
-                changes
-                    .iter()
-                    .filter(|c| c.starts_with(change.as_str()))
-                    .count()
-                    > 1
+            let twice = |changes: &[(Change, String)], change: Change| {
+                changes.iter().filter(|(c, _)| *c == change).count() > 1
             };
             let wrong: BTreeMap<_, _> = of
                 .iter()

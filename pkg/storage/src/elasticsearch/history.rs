@@ -68,14 +68,6 @@ fn revision_id(r: &Revision) -> String {
     }
 }
 
-/// Writes revisions, unrefreshed (see the module's note).
-pub(super) async fn write_revisions(
-    storage: &ElasticStorage,
-    revisions: Vec<Pending>,
-) -> Result<(), StorageError> {
-    storage.bulk(revisions, Refresh::False).await
-}
-
 /// The bulk entry writing a revision: created once, except that a deletion of a newer
 /// version replaces an older one (its state is the object's last).
 pub(super) fn pending(index: &str, r: &Revision) -> Pending {
@@ -182,6 +174,14 @@ impl ElasticStorage {
         index_of(&self.index)
     }
 
+    /// Writes revisions, unrefreshed (see the module's note).
+    pub(super) async fn write_revisions(
+        &self,
+        revisions: Vec<Pending>,
+    ) -> Result<(), StorageError> {
+        self.bulk(revisions, Refresh::False).await
+    }
+
     async fn refresh_revisions(&self, index: &str) -> Result<(), StorageError> {
         let response = self
             .client
@@ -267,7 +267,7 @@ impl ElasticStorage {
                     ));
                 }
             }
-            write_revisions(self, deletions).await?;
+            self.write_revisions(deletions).await?;
             match hits.last() {
                 Some(last) if hits.len() == PAGE => after = Some(last["sort"].clone()),
                 _ => return Ok(()),

@@ -507,7 +507,7 @@ impl ResourceStorage for ElasticStorage {
             }
             // Before the documents: a batch that fails after its revisions compares the
             // same stored documents again and writes the same revisions (created once).
-            history::write_revisions(self, revisions).await?;
+            self.write_revisions(revisions).await?;
         }
         self.bulk(pending, self.refresh()).await
     }
@@ -527,11 +527,8 @@ impl ResourceStorage for ElasticStorage {
         if let (true, Some(last), Some(note)) = (deleted, last, history) {
             let revision =
                 Revision::deletion(&last, resource_version, OffsetDateTime::now_utc(), note);
-            history::write_revisions(
-                self,
-                vec![history::pending(&self.revisions_index(), &revision)],
-            )
-            .await?;
+            self.write_revisions(vec![history::pending(&self.revisions_index(), &revision)])
+                .await?;
         }
         Ok(deleted)
     }
