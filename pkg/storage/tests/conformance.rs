@@ -461,6 +461,68 @@ async fn totals_counted_up_to_a_cap_are_lower_bounds_and_pages_stay_exact() {
     }
 }
 
+/// Counts of labels within named namespaces (and a cluster) read the label's rows there
+/// alone (SQLite's label rows hold both): every count, exact or capped, must still be what
+/// the whole answer holds, under NOT and OR and with namespaces named twice.
+#[tokio::test]
+async fn label_counts_within_named_namespaces_equal_the_whole_answer() {
+    let backends = loaded().await;
+    let queries = [
+        "select * from resources where cluster = 'alpha' and labels.tier = 'fe' and namespace in ('default', 'web', 'data')",
+        "select * from resources where namespace = 'web' and labels.app in ('web', 'db')",
+        "select * from resources where namespace in ('web', 'data') and namespace = 'data' and labels.version like '1%'",
+        "select * from resources where namespace in ('default', 'web') and not labels.tier = 'fe'",
+        "select * from resources where cluster = 'beta' and namespace in ('default', 'data') and (labels.app = 'db' or labels.tier = 'be')",
+        "select * from resources where namespace = 'kube-system' and not (cluster = 'gamma' and labels.app = 'cache')",
+        "select * from resources where namespace != 'web' and labels.tier = 'be'",
+    ];
+    for b in &backends {
+        for sql in queries {
+            let query = parse(sql).unwrap();
+            let whole = b.storage.search(&query, 0, 1000).await.unwrap();
+            let matched = whole.items.len() as u64;
+            assert!(matched > 2, "{}: {sql} matched {matched}", b.name);
+            assert!(
+                whole
+                    .items
+                    .iter()
+                    .all(|d| sql.contains(&format!("'{}'", d.namespace)) || sql.contains("!=")),
+                "{}: {sql}",
+                b.name
+            );
+            let exact = b.storage.search_counted(&query, 0, 2, None).await.unwrap();
+            assert_eq!(
+                (exact.total, exact.exact),
+                (matched, true),
+                "{}: {sql}",
+                b.name
+            );
+            let capped = b
+                .storage
+                .search_counted(&query, 0, 2, Some(matched))
+                .await
+                .unwrap();
+            assert_eq!(
+                (capped.total, capped.exact),
+                (matched, true),
+                "{}: {sql}",
+                b.name
+            );
+            let under = b
+                .storage
+                .search_counted(&query, 0, 2, Some(matched - 1))
+                .await
+                .unwrap();
+            assert_eq!(
+                (under.total, under.exact),
+                (matched - 1, false),
+                "{}: {sql}",
+                b.name
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn term_aggregations_agree() {
     let backends = loaded().await;
@@ -545,6 +607,8 @@ async fn grouped_answers_count_the_matching_documents_by_value() {
         "select count(*), cluster from resources where not labels.tier = 'fe' group by cluster",
         "select issue, count(*) from resources where cluster = 'beta' group by issue",
         "select kind, count(*) from resources where namespace = 'nowhere' group by kind",
+        "select count(*), cluster from resources where namespace in ('web', 'data') and labels.tier = 'fe' group by cluster",
+        "select labels.app, count(*) from resources where cluster = 'alpha' and namespace = 'default' and not labels.tier = 'be' group by labels.app",
     ] {
         let table = karpor_search::parse_table(sql).unwrap();
         let karpor_search::Shape::Groups { by, limit, .. } = &table.shape else {

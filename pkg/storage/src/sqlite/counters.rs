@@ -147,6 +147,7 @@ mod tests {
     use crate::document::{HistoryNote, ResourceDocument};
     use crate::sqlite::{open_pool, open_writer, SqliteStorage, MIGRATIONS};
     use crate::{ResourceStorage, SearchStorage};
+    use sqlx::AssertSqlSafe;
 
     /// A small deterministic generator (xorshift): the same writes every run.
     struct Dice(u64);
@@ -288,7 +289,11 @@ mod tests {
         let writer = open_writer(&path).await.unwrap();
         MIGRATIONS.run_to(7, &writer).await.unwrap();
         let pool = open_pool(&path).await.unwrap();
-        let storage = SqliteStorage { pool, writer };
+        let storage = SqliteStorage {
+            pool,
+            writer,
+            placed: Default::default(),
+        };
         let mut dice = Dice(7);
         // Without history: today's revision writes need migration 0009.
         let batch: Vec<_> = (0..40)
@@ -297,7 +302,35 @@ mod tests {
                 ..document(&mut dice, 100 + v)
             })
             .collect();
+        // Today's writes also fill the label rows' places and take documents off the list
+        // of those without (0010): written with both, then without, as migration 7 left
+        // the tables.
+        let places = ["namespace", "cluster"];
+        for column in places {
+            sqlx::query(AssertSqlSafe(format!(
+                "ALTER TABLE resource_labels ADD COLUMN {column} TEXT NOT NULL DEFAULT ''"
+            )))
+            .execute(&storage.writer)
+            .await
+            .unwrap();
+        }
+        sqlx::query("CREATE TABLE resources_fts_unplaced (doc INTEGER PRIMARY KEY)")
+            .execute(&storage.writer)
+            .await
+            .unwrap();
         storage.upsert(&batch).await.unwrap();
+        sqlx::query("DROP TABLE resources_fts_unplaced")
+            .execute(&storage.writer)
+            .await
+            .unwrap();
+        for column in places {
+            sqlx::query(AssertSqlSafe(format!(
+                "ALTER TABLE resource_labels DROP COLUMN {column}"
+            )))
+            .execute(&storage.writer)
+            .await
+            .unwrap();
+        }
         MIGRATIONS.run(&storage.writer).await.unwrap();
         let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_counters")
             .fetch_one(&storage.pool)

@@ -4,6 +4,7 @@
 
 mod counters;
 mod history;
+mod places;
 mod probe;
 mod translate;
 mod trigrams;
@@ -36,6 +37,8 @@ pub(crate) struct SqliteStorage {
     /// mapping the whole file into the process (the syncer shares it, with a budget per
     /// synced object).
     writer: SqlitePool,
+    /// Whether full text may be narrowed by place yet (places.rs).
+    placed: places::Placed,
 }
 
 fn from_sqlx(e: sqlx::Error) -> StorageError {
@@ -137,7 +140,19 @@ impl SqliteStorage {
             StorageError::Misconfigured(format!("migrating {}: {e}", path.display()))
         })?;
         let pool = open_pool(path).await.map_err(StorageError::Misconfigured)?;
-        Ok(SqliteStorage { pool, writer })
+        let placed = places::Placed::start(&writer).await?;
+        Ok(SqliteStorage {
+            pool,
+            writer,
+            placed,
+        })
+    }
+
+    /// A statement's filter, built as `base` says, narrowing full text by place once every
+    /// document's full text holds its places.
+    fn sql(&self, mut base: Sql) -> Sql {
+        base.text_placed = self.placed.all();
+        base
     }
 
     /// Deletes the matching rows, their pairs and their full text; returns how many.
@@ -182,6 +197,7 @@ impl SqliteStorage {
             .await
             .map_err(from_sqlx)?;
         }
+        let unplaced = (!self.placed.all()).then_some(("resources_fts_unplaced", "doc"));
         for (table, column) in [
             ("resources_fts", "rowid"),
             ("resources_keywords", "rowid"),
@@ -190,7 +206,10 @@ impl SqliteStorage {
             ("resource_annotations", "doc"),
             ("resource_issues", "doc"),
             ("resource_refs", "doc"),
-        ] {
+        ]
+        .into_iter()
+        .chain(unplaced)
+        {
             sqlx::query_with(
                 AssertSqlSafe(format!(
                     "DELETE FROM {table} WHERE {column} IN \
@@ -325,7 +344,10 @@ impl ResourceStorage for SqliteStorage {
             serde_json::Value::Array(all).to_string()
         };
         for (table, pairs) in [
-            ("resource_labels", rows(&|d| serde_json::json!(d.labels))),
+            (
+                "resource_labels",
+                rows(&|d| serde_json::json!([d.labels, d.namespace, d.cluster])),
+            ),
             (
                 "resource_annotations",
                 rows(&|d| serde_json::json!(d.annotations)),
@@ -341,11 +363,18 @@ impl ResourceStorage for SqliteStorage {
             .execute(&mut *tx)
             .await
             .map_err(from_sqlx)?;
-            // Pairs come as JSON objects; the reference keys as a JSON array.
+            // Pairs come as JSON objects; the reference keys as a JSON array; labels as
+            // their object, the namespace and the cluster (their rows hold both).
             let insert = if table == "resource_refs" {
                 "INSERT INTO resource_refs (doc, key) \
                  SELECT d.value ->> 0, p.value \
                  FROM json_each(?) d, json_each(d.value -> 1) p"
+                    .to_owned()
+            } else if table == "resource_labels" {
+                "INSERT INTO resource_labels (doc, key, value, namespace, cluster) \
+                 SELECT d.value ->> 0, p.key, p.value, d.value ->> '$[1][1]', \
+                 d.value ->> '$[1][2]' \
+                 FROM json_each(?) d, json_each(d.value -> '$[1][0]') p"
                     .to_owned()
             } else {
                 format!(
@@ -364,7 +393,7 @@ impl ResourceStorage for SqliteStorage {
             (
                 "resources_fts",
                 "content",
-                rows(&|d| serde_json::json!(d.content())),
+                rows(&|d| serde_json::json!(places::full_text(d))),
             ),
             (
                 "resources_keywords",
@@ -378,6 +407,16 @@ impl ResourceStorage for SqliteStorage {
                  SELECT value ->> 0, value ->> 1 FROM json_each(?)"
             )))
             .bind(text)
+            .execute(&mut *tx)
+            .await
+            .map_err(from_sqlx)?;
+        }
+        if !self.placed.all() {
+            // Written with their places now: off the list of those without.
+            sqlx::query(
+                "DELETE FROM resources_fts_unplaced WHERE doc IN (SELECT value FROM json_each(?))",
+            )
+            .bind(&rowids)
             .execute(&mut *tx)
             .await
             .map_err(from_sqlx)?;
@@ -475,7 +514,7 @@ impl SearchStorage for SqliteStorage {
         // One read transaction: the page, its documents and the count see the same rows.
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
         let chosen_trigrams = trigrams::chosen(&mut tx, &query.filter).await?;
-        let mut where_ = Sql::default();
+        let mut where_ = self.sql(Sql::default());
         where_.chosen_trigrams = chosen_trigrams.clone();
         filter(&query.filter, &mut where_, page_scope(&query.filter));
         // A keyword's page is sorted from the set of all its matches: the statement then
@@ -541,10 +580,10 @@ impl SearchStorage for SqliteStorage {
                 match probe::full_text_first(&query.filter, count_up_to) {
                     Some(sql) => (sql.text, sql.params),
                     None => {
-                        let mut counted = match count_up_to {
-                            Some(_) => Sql::default(),
+                        let mut counted = self.sql(match count_up_to {
+                            Some(_) => Sql::capped_count(),
                             None => Sql::whole(),
-                        };
+                        });
                         counted.chosen_trigrams = chosen_trigrams;
                         filter(&query.filter, &mut counted, ScopeUse::Find);
                         (
@@ -588,7 +627,7 @@ impl SearchStorage for SqliteStorage {
         if let Some(scope) = counters::counted(&query.filter) {
             return counters::totals(&self.pool, &scope).await;
         }
-        let mut sql = Sql::whole();
+        let mut sql = self.sql(Sql::whole());
         filter(&query.filter, &mut sql, ScopeUse::Find);
         // A filter of karpor's own SQL with every value bound; scores summed as the
         // counters sum them.
@@ -637,7 +676,7 @@ impl SearchStorage for SqliteStorage {
         }
         // Fixed table and column names, and a filter of karpor's own SQL with every
         // value bound (a map's key first: it comes first in the text).
-        let mut sql = Sql::whole();
+        let mut sql = self.sql(Sql::whole());
         filter(&query.filter, &mut sql, ScopeUse::Find);
         let (statement, mut params) = match field {
             Field::Label(key) | Field::Annotation(key) => {
