@@ -561,13 +561,19 @@ async fn term_aggregations_agree() {
 #[tokio::test]
 async fn full_text_pages_and_capped_counts_agree() {
     let backends = loaded().await;
-    for sql in [
+    for (sql, query) in [
         "select * from resources where contains(content, 'nginx')",
         "select * from resources where contains(content, 'running') and labels.tier = 'fe'",
         "select * from resources where namespace in ('web', 'data') and contains(content, 'redis')",
         "select * from resources where contains(content, 'postgres') and not labels.app = 'db'",
-    ] {
-        let query = parse(sql).unwrap();
+    ]
+    .map(|sql| (sql.to_owned(), parse(sql).unwrap()))
+    .into_iter()
+    // Keyword pages are walked in id order too (SQLite), their counts taken apart.
+    .chain(
+        ["web", "tier=fe", "nginx"].map(|term| (format!("keyword {term}"), keyword(term).unwrap())),
+    ) {
+        let sql = &sql;
         for b in &backends {
             let whole = b.storage.search(&query, 0, 1000).await.unwrap();
             let all = whole.total;

@@ -30,12 +30,9 @@ use translate::{
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 pub(crate) struct SqliteStorage {
-    /// Reads: several connections, through the memory map.
+    /// Reads: several connections.
     pool: SqlitePool,
-    /// Writes: one connection (SQLite has one writer at a time anyway) without the memory
-    /// map, so ingest reads the pages it changes into its own small cache instead of
-    /// mapping the whole file into the process (the syncer shares it, with a budget per
-    /// synced object).
+    /// Writes: one connection (SQLite has one writer at a time anyway).
     writer: SqlitePool,
     /// Whether full text may be narrowed by place yet (places.rs).
     placed: places::Placed,
@@ -102,29 +99,27 @@ fn decode(doc: &str) -> Result<ResourceDocument, StorageError> {
     serde_json::from_str(doc).map_err(|e| StorageError::Corrupt(e.to_string()))
 }
 
-/// The reading connections: several, each reading through a memory map (pages shared
-/// with the OS's cache, not copied into each connection).
+/// The reading connections: several.
 async fn open_pool(path: &Path) -> Result<SqlitePool, String> {
-    open_connections(path, 4, 1 << 30).await
+    open_connections(path, 4).await
 }
 
-/// The writing connection: one (SQLite has one writer at a time anyway), without the
-/// memory map.
+/// The writing connection: one (SQLite has one writer at a time anyway).
 async fn open_writer(path: &Path) -> Result<SqlitePool, String> {
-    open_connections(path, 1, 0).await
+    open_connections(path, 1).await
 }
 
 /// Opens the file as `karpor_core::sqlite::open_pool` does, with sorts kept in memory and
 /// each connection's own cache small: the syncer shares this process and its memory
-/// budget is per synced object.
-async fn open_connections(
-    path: &Path,
-    connections: u32,
-    mmap_bytes: u64,
-) -> Result<SqlitePool, String> {
+/// budget is per synced object. No connection maps the file: a map counts each page it
+/// touches as the process's own, and four readers' maps each came to hold most of the
+/// file (a peak of 3,280 B a synced object at 100,000); through each connection's own
+/// small cache the same queries stay under 50 ms at 1,000,000 documents
+/// (docs/benchmarks.md).
+async fn open_connections(path: &Path, connections: u32) -> Result<SqlitePool, String> {
     karpor_core::sqlite::open_pool_tuned(path, connections, |options| {
         options
-            .pragma("mmap_size", mmap_bytes.to_string())
+            .pragma("mmap_size", "0")
             .pragma("cache_size", "-4096")
             .pragma("temp_store", "memory")
     })
@@ -530,6 +525,17 @@ impl SearchStorage for SqliteStorage {
                 probe::page(&mut tx, &words, &rest, &rows).await?
             }
             _ => None,
+        };
+        // A keyword's page walked in id order, when its count may stop at a cap (an exact
+        // count reads every match anyway, and the page's own statement counts them).
+        let probed = match probed {
+            None if counted_with_page
+                && count_up_to.is_some()
+                && probe::worth_probing(query, &rows) =>
+            {
+                probe::keyword_page(&mut tx, &where_, &rows).await?
+            }
+            probed => probed,
         };
         let page = match probed {
             Some(page) => page,

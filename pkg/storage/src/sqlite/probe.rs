@@ -124,6 +124,48 @@ pub(super) async fn page(
     Ok(Some(found.into_iter().skip(from).take(size).collect()))
 }
 
+/// Rows walked at most for a keyword's page.
+const WALKED_FOR_KEYWORD: i64 = 4096;
+
+/// A first page of a keyword query, by walking the rows in id order and checking each
+/// against `sql` (the page's filter), when the walk fills it: a keyword common enough to
+/// be slow to sort (12,201 matches of `app-123` at 1,000,000 documents, each read for its
+/// id: 40 ms) fills a page within a few thousand rows (9 ms with its sets built); a rare
+/// one falls back to the sorted set of its matches, which is small for it. Its count is
+/// then a statement of its own, which stops at a cap (19 ms for `app-123`).
+pub(super) async fn keyword_page(
+    tx: &mut Transaction<'_, Sqlite>,
+    sql: &Sql,
+    rows: &Window,
+) -> Result<Option<Vec<i64>>, StorageError> {
+    let wanted = rows.from + rows.size;
+    let mut params = vec![Param::Int(WALKED_FOR_KEYWORD)];
+    params.extend(sql.params.iter().cloned());
+    params.push(Param::Int(i64::try_from(wanted).unwrap_or(i64::MAX)));
+    // CROSS JOIN keeps the walk the outer loop (else the planner starts from the
+    // keyword's matches, 42 ms against 9 ms for `app-123`); the filter's sets are built
+    // once. `filter` and `order` write only karpor's own SQL.
+    let found: Vec<i64> = sqlx::query_scalar_with(
+        AssertSqlSafe(format!(
+            "SELECT w.rowid FROM (SELECT r.rowid AS rowid, r.id AS id FROM resources r \
+             ORDER BY {} LIMIT ?) w CROSS JOIN resources r ON r.rowid = w.rowid \
+             WHERE {} ORDER BY w.id LIMIT ?",
+            order(&[]),
+            sql.text
+        )),
+        arguments(params)?,
+    )
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(from_sqlx)?;
+    if (found.len() as u64) < wanted {
+        return Ok(None);
+    }
+    let from = usize::try_from(rows.from).unwrap_or(usize::MAX);
+    let size = usize::try_from(rows.size).unwrap_or(usize::MAX);
+    Ok(Some(found.into_iter().skip(from).take(size).collect()))
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

@@ -678,7 +678,17 @@ fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
             ));
         }
         Expr::Keyword(term) => {
+            // The words' matches first: a count up to a cap is then often reached within
+            // them, read in the full-text index's order, before the trigram candidates
+            // are each read and checked.
             let mut parts = Vec::new();
+            let words = karpor_search::words(term);
+            if !words.is_empty() {
+                let p = sql.bind(Param::Text(fts_all(&words)));
+                parts.push(format!(
+                    "r.rowid IN (SELECT rowid FROM resources_fts WHERE resources_fts MATCH {p})"
+                ));
+            }
             if term.contains(['\n', '\0']) {
                 // `keywords` holds one item a line, so a term spanning lines could match
                 // across two; such a term (or one with a NUL, where SQLite's text
@@ -713,13 +723,6 @@ fn filter_in(expr: &Expr, sql: &mut Sql, flipped: bool) {
                 };
                 let found = sql.bind(Param::Text(term.clone()));
                 parts.push(format!("({narrowed}instr(r.keywords, {found}) > 0)"));
-            }
-            let words = karpor_search::words(term);
-            if !words.is_empty() {
-                let p = sql.bind(Param::Text(fts_all(&words)));
-                parts.push(format!(
-                    "r.rowid IN (SELECT rowid FROM resources_fts WHERE resources_fts MATCH {p})"
-                ));
             }
             sql.text.push_str(&format!("({})", parts.join(" OR ")));
         }
