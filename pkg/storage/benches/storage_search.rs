@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use karpor_search::{keyword, parse, Expr, Field, Op, Query, Value};
+use karpor_search::{keyword, parse, parse_table, Expr, Field, Op, Query, Shape, Value};
 use karpor_storage::{
     connect, ElasticConfig, RefreshPolicy, ResourceDocument, Storage, StorageConfig, StorageError,
 };
@@ -122,6 +122,54 @@ fn queries() -> Vec<(&'static str, Query)> {
         ("deep page by name", sql("select * from resources order by name limit 20 offset 5000")),
         ("keyword", keyword("app-123").unwrap()),
     ]
+}
+
+/// Answers beyond lists, as `/search/rows` asks storage for them: a count is an exact
+/// total (a page of none), a group is `terms`.
+fn aggregates() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("count: everything", "select count(*) from resources"),
+        ("count: one label", "select count(*) from resources where labels.app = 'app-42'"),
+        ("groups: kinds", "select kind, count(*) from resources group by kind"),
+        ("groups: high severity by namespace", "select namespace, count(*) from resources where kind = 'Pod' and severity = 'high' group by namespace order by count(*) desc limit 10"),
+        ("groups: apps in a cluster", "select labels.app, count(*) from resources where cluster = 'cluster-1' group by labels.app order by count(*) desc limit 10"),
+        ("groups: rules in a namespace", "select issue, count(*) from resources where namespace = 'ns-7' group by issue"),
+    ]
+}
+
+async fn measure_aggregates(storage: &Arc<dyn Storage>, runs: usize) {
+    println!("\n| aggregate | rows | first row | p50 | p99 |");
+    println!("|---|---|---|---|---|");
+    for (label, sql) in aggregates() {
+        let table = parse_table(sql).unwrap();
+        let answer = || async {
+            match &table.shape {
+                Shape::Count => storage
+                    .search(&table.query, 0, 0)
+                    .await
+                    .map(|found| (1, found.total.to_string())),
+                Shape::Groups { by, limit, .. } => {
+                    let buckets = storage.terms(by, &table.query, *limit as usize).await?;
+                    let first = buckets.first().map(|b| format!("{} {}", b.key, b.count));
+                    Ok((buckets.len(), first.unwrap_or_default()))
+                }
+                Shape::Columns(_) => unreachable!("projections are timed as searches"),
+            }
+        };
+        let (rows, first) = answer().await.unwrap();
+        let mut latencies = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let t = Instant::now();
+            answer().await.unwrap();
+            latencies.push(t.elapsed());
+        }
+        latencies.sort_unstable();
+        println!(
+            "| {label} | {rows} | {first} | {:.1} ms | {:.1} ms |",
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99)
+        );
+    }
 }
 
 fn percentile(sorted: &[Duration], q: f64) -> f64 {
@@ -290,6 +338,7 @@ async fn queried(storage: Arc<dyn Storage>, runs: usize) {
         }
     }
     measure_scoped(&storage, runs).await;
+    measure_aggregates(&storage, runs).await;
     println!("\n| audit totals | resources | findings | score | p50 | p99 |");
     println!("|---|---|---|---|---|---|");
     for (label, query) in audit_scopes() {

@@ -163,6 +163,7 @@ mod tests {
 
     const CLUSTERS: [&str; 2] = ["a", "b"];
     const NAMESPACES: [&str; 3] = ["", "web", "db"];
+    const KINDS: [(&str, &str); 3] = [("v1", "Pod"), ("v1", "Service"), ("apps/v1", "Deployment")];
     const RULES: [(&str, Severity); 4] = [
         ("privileged", Severity::High),
         ("no-probe", Severity::Low),
@@ -183,14 +184,18 @@ mod tests {
                 remediation: String::new(),
             })
             .collect();
+        let (api_version, kind) = KINDS[dice.roll(3) as usize];
+        let labels = (0..dice.roll(3))
+            .map(|i| (format!("k{i}"), format!("v{}", dice.roll(3))))
+            .collect();
         ResourceDocument {
             cluster: CLUSTERS[dice.roll(2) as usize].to_owned(),
-            api_version: "v1".to_owned(),
-            kind: "Pod".to_owned(),
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
             namespace: NAMESPACES[dice.roll(3) as usize].to_owned(),
             name: "p".to_owned(),
             uid: format!("u{}", dice.roll(30)),
-            labels: BTreeMap::new(),
+            labels,
             annotations: BTreeMap::new(),
             owner_references: Vec::new(),
             creation_timestamp: None,
@@ -254,8 +259,93 @@ mod tests {
             .collect()
     }
 
+    /// Scopes of `kind_counters` and `label_counters`, each with its recount as in
+    /// [`scopes`].
+    fn facet_scopes() -> Vec<(Expr, Expr)> {
+        let eq = |field, value: &str| Expr::Compare {
+            field,
+            op: Op::Eq,
+            value: Value::Text(value.to_owned()),
+        };
+        let deleted = |deleted| Expr::Compare {
+            field: Field::Deleted,
+            op: Op::Eq,
+            value: Value::Bool(deleted),
+        };
+        let scopes = vec![
+            Expr::All,
+            deleted(false),
+            deleted(true),
+            Expr::And(vec![deleted(false), eq(Field::Cluster, "a")]),
+            Expr::And(vec![eq(Field::Cluster, "b"), eq(Field::Namespace, "web")]),
+            Expr::And(vec![deleted(false), eq(Field::Kind, "pod")]),
+            Expr::And(vec![
+                eq(Field::ApiVersion, "apps/v1"),
+                eq(Field::Severity, "High"),
+            ]),
+            Expr::And(vec![
+                deleted(false),
+                eq(Field::Cluster, "a"),
+                eq(Field::Namespace, ""),
+                eq(Field::Kind, "Service"),
+                eq(Field::Severity, "Low"),
+            ]),
+        ];
+        scopes
+            .into_iter()
+            .map(|scope| {
+                let recounted = Expr::And(vec![
+                    scope.clone(),
+                    Expr::Not(Box::new(eq(Field::Name, ""))),
+                ]);
+                (scope, recounted)
+            })
+            .collect()
+    }
+
+    /// Each scope's count and groups, from the counters and recounted, are the same.
+    async fn facets_agree(storage: &SqliteStorage, step: usize) {
+        let query = |filter| karpor_search::Query {
+            filter,
+            order_by: Vec::new(),
+            limit: None,
+            offset: None,
+        };
+        for (scope, recounted) in facet_scopes() {
+            assert!(
+                crate::sqlite::facets::faceted(&scope).is_some(),
+                "{scope:?}"
+            );
+            let counted = storage.search(&query(scope.clone()), 0, 0).await.unwrap();
+            let recount = storage
+                .search(&query(recounted.clone()), 0, 0)
+                .await
+                .unwrap();
+            assert_eq!(counted.total, recount.total, "step {step}: {scope:?}");
+            for field in [
+                Field::Cluster,
+                Field::Namespace,
+                Field::ApiVersion,
+                Field::Kind,
+                Field::Label("k0".to_owned()),
+                Field::Label("k1".to_owned()),
+            ] {
+                let counted = storage
+                    .terms(&field, &query(scope.clone()), 10)
+                    .await
+                    .unwrap();
+                let recount = storage
+                    .terms(&field, &query(recounted.clone()), 10)
+                    .await
+                    .unwrap();
+                assert_eq!(counted, recount, "step {step}: {field:?} of {scope:?}");
+            }
+        }
+    }
+
     /// Each scope's totals and rules, counted and recounted, are the same.
     async fn agree(storage: &SqliteStorage, step: usize) {
+        facets_agree(storage, step).await;
         let query = |filter| karpor_search::Query {
             filter,
             order_by: Vec::new(),

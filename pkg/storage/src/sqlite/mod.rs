@@ -3,6 +3,7 @@
 //! and annotations, FTS5 for full text, indexes for the common filters.
 
 mod counters;
+mod facets;
 mod history;
 mod places;
 mod probe;
@@ -506,6 +507,21 @@ impl SearchStorage for SqliteStorage {
         count_up_to: Option<u64>,
     ) -> Result<SearchResult, StorageError> {
         let rows = window(query, from, size);
+        // A count alone (`select count(*)`), of a scope the counters hold.
+        if rows.size == 0 && query.limit.is_none() && query.offset.is_none() {
+            if let Some(scope) = facets::faceted(&query.filter) {
+                let count = facets::count(&self.pool, &scope).await?;
+                let (total, exact) = match count_up_to {
+                    Some(cap) => capped_total(query, count.min(cap.saturating_add(1)), cap),
+                    None => (total(query, count), true),
+                };
+                return Ok(SearchResult {
+                    items: Vec::new(),
+                    total,
+                    exact,
+                });
+            }
+        }
         // One read transaction: the page, its documents and the count see the same rows.
         let mut tx = self.pool.begin().await.map_err(from_sqlx)?;
         let chosen_trigrams = trigrams::chosen(&mut tx, &query.filter).await?;
@@ -679,6 +695,14 @@ impl SearchStorage for SqliteStorage {
                     return Ok(rules);
                 }
             }
+        }
+        if let Some(scope) = facets::faceted(&query.filter) {
+            if let Some(groups) = facets::groups(&self.pool, field, &scope, size).await? {
+                return Ok(groups);
+            }
+        }
+        if let (Field::Label(key), Some(scope)) = (field, facets::labelled(&query.filter)) {
+            return facets::label_groups(&self.pool, key, &scope, size).await;
         }
         // Fixed table and column names, and a filter of karpor's own SQL with every
         // value bound (a map's key first: it comes first in the text).
