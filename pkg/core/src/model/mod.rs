@@ -1,6 +1,7 @@
 //! karpor's records: what the metadata store keeps. The store adds the version and the
 //! creation and update times; these types are what users write.
 
+mod agent;
 mod audit;
 mod cluster;
 mod limits;
@@ -10,6 +11,7 @@ mod rules;
 mod seed;
 mod selector;
 
+pub use agent::{AgentAuthority, AgentEnrollment, JoinGrant, AUTHORITY_RECORD};
 pub use audit::AuditPolicy;
 pub use cluster::{Cluster, Kubeconfig, MAX_KUBECONFIG_BYTES};
 pub use limits::{OverLimit, RuleLimits, LIMITS_SECTION};
@@ -35,10 +37,12 @@ pub enum Kind {
     RelationRule,
     Seed,
     AccessPolicy,
+    AgentEnrollment,
+    AgentAuthority,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Cluster,
         Kind::SyncRule,
         Kind::ResourceGroupRule,
@@ -46,6 +50,8 @@ impl Kind {
         Kind::RelationRule,
         Kind::Seed,
         Kind::AccessPolicy,
+        Kind::AgentEnrollment,
+        Kind::AgentAuthority,
     ];
 
     /// The stable name used in keys, tables and exports.
@@ -58,6 +64,8 @@ impl Kind {
             Kind::RelationRule => "relationrules",
             Kind::Seed => "seeds",
             Kind::AccessPolicy => "accesspolicies",
+            Kind::AgentEnrollment => "agentenrollments",
+            Kind::AgentAuthority => "agentauthorities",
         }
     }
 
