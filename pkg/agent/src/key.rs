@@ -1,7 +1,7 @@
 //! The agent's own key: made where the agent runs and never sent; the hub sees only
 //! certificate requests signed with it.
 
-use rcgen::{CertificateParams, KeyPair, PKCS_ECDSA_P256_SHA256};
+use rcgen::{CertificateParams, KeyPair, PublicKeyData, PKCS_ECDSA_P256_SHA256};
 
 use crate::AgentError;
 
@@ -27,6 +27,11 @@ impl AgentKey {
     /// The key as PKCS#8 PEM, for the agent's own state file alone.
     pub fn to_pem(&self) -> String {
         self.pair.serialize_pem()
+    }
+
+    /// The public key as a certificate holds it (SubjectPublicKeyInfo, DER).
+    pub fn public_key_der(&self) -> Vec<u8> {
+        self.pair.subject_public_key_info()
     }
 
     /// A certificate request: only its key and signature matter, since the hub writes

@@ -2,7 +2,7 @@
 //! a single-use join token bound to one cluster ([`token`]), the hub's certificate
 //! authority kept in the metadata store ([`authority`]), the identity an agent's
 //! certificate carries ([`identity`]), the pin an agent checks the hub against ([`pin`]),
-//! the agent's own key ([`key`]), and enrollment over the metadata store: tokens issued,
+//! the agent's own key ([`key`]) and what it keeps between runs ([`state`]), and enrollment over the metadata store: tokens issued,
 //! redeemed once, certificates renewed and revoked ([`enrollment`]).
 
 pub mod authority;
@@ -10,6 +10,7 @@ pub mod enrollment;
 pub mod identity;
 pub mod key;
 pub mod pin;
+pub mod state;
 pub mod token;
 
 use std::time::Duration;
@@ -34,6 +35,8 @@ pub enum AgentError {
     Malformed(String),
     #[error("certificate authority: {0}")]
     Authority(String),
+    #[error("{0}")]
+    State(String),
     #[error(transparent)]
     Store(#[from] karpor_metastore::StoreError),
 }
