@@ -3,10 +3,11 @@
 //! sum over a few counter rows instead of over every document it matches. Any other
 //! query is recounted from the documents.
 
-use karpor_search::{Expr, Field, Op, Value};
+use karpor_search::{Expr, Field};
 use sqlx::sqlite::SqlitePool;
 use sqlx::Row;
 
+use super::equalities::equalities;
 use super::{buckets, from_sqlx};
 use crate::{AuditTotals, Bucket, StorageError};
 
@@ -24,30 +25,20 @@ pub(super) struct Counted {
 
 /// The scope of `expr`, when it is one the counters hold.
 pub(super) fn counted(expr: &Expr) -> Option<Counted> {
-    let mut scope = Counted::default();
-    add(expr, &mut scope).then_some(scope)
-}
-
-fn add(expr: &Expr, scope: &mut Counted) -> bool {
-    fn once<T>(slot: &mut Option<T>, value: T) -> bool {
-        slot.replace(value).is_none()
-    }
-    match expr {
-        Expr::All => true,
-        Expr::And(all) => all.iter().all(|e| add(e, scope)),
-        Expr::Compare {
-            field,
-            op: Op::Eq,
-            value,
-        } => match (field, value) {
-            (Field::Cluster, Value::Text(v)) => once(&mut scope.cluster, v.clone()),
-            (Field::Namespace, Value::Text(v)) => once(&mut scope.namespace, v.clone()),
-            (Field::Issue, Value::Text(v)) => once(&mut scope.rule, v.clone()),
-            (Field::Deleted, Value::Bool(v)) => once(&mut scope.deleted, *v),
-            _ => false,
-        },
-        _ => false,
-    }
+    let terms = equalities(expr)?;
+    terms
+        .within(&[
+            Field::Cluster,
+            Field::Namespace,
+            Field::Issue,
+            Field::Deleted,
+        ])
+        .then(|| Counted {
+            cluster: terms.text(&Field::Cluster),
+            namespace: terms.text(&Field::Namespace),
+            rule: terms.text(&Field::Issue),
+            deleted: terms.deleted(),
+        })
 }
 
 /// The counter rows of a scope; `rule` is '' for every document.
@@ -141,6 +132,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use karpor_audit::{Finding, Severity};
+    use karpor_search::{Op, Value};
     use time::OffsetDateTime;
 
     use super::*;
@@ -215,19 +207,40 @@ mod tests {
         }
     }
 
-    /// The scopes compared, and each as a query the counters do not answer (the same
-    /// documents: no name is empty), which is recounted from the documents.
-    fn scopes() -> Vec<(Expr, Expr)> {
-        let eq = |field, value: &str| Expr::Compare {
+    fn eq(field: Field, value: &str) -> Expr {
+        Expr::Compare {
             field,
             op: Op::Eq,
             value: Value::Text(value.to_owned()),
-        };
-        let live = Expr::Compare {
+        }
+    }
+
+    fn deleted(deleted: bool) -> Expr {
+        Expr::Compare {
             field: Field::Deleted,
             op: Op::Eq,
-            value: Value::Bool(false),
-        };
+            value: Value::Bool(deleted),
+        }
+    }
+
+    /// Each scope with the same as a query no counter answers (the same documents: no
+    /// name is empty), which is recounted from the documents.
+    fn with_recounts(scopes: Vec<Expr>) -> Vec<(Expr, Expr)> {
+        scopes
+            .into_iter()
+            .map(|scope| {
+                let recounted = Expr::And(vec![
+                    scope.clone(),
+                    Expr::Not(Box::new(eq(Field::Name, ""))),
+                ]);
+                (scope, recounted)
+            })
+            .collect()
+    }
+
+    /// The scopes of `audit_counters` compared.
+    fn scopes() -> Vec<(Expr, Expr)> {
+        let live = deleted(false);
         let mut scopes = vec![Expr::All, live.clone()];
         for cluster in CLUSTERS {
             scopes.push(Expr::And(vec![live.clone(), eq(Field::Cluster, cluster)]));
@@ -247,32 +260,12 @@ mod tests {
                 eq(Field::Namespace, "web"),
             ]));
         }
-        scopes
-            .into_iter()
-            .map(|scope| {
-                let recounted = Expr::And(vec![
-                    scope.clone(),
-                    Expr::Not(Box::new(eq(Field::Name, ""))),
-                ]);
-                (scope, recounted)
-            })
-            .collect()
+        with_recounts(scopes)
     }
 
-    /// Scopes of `kind_counters` and `label_counters`, each with its recount as in
-    /// [`scopes`].
+    /// The scopes of `kind_counters` and `label_counters` compared.
     fn facet_scopes() -> Vec<(Expr, Expr)> {
-        let eq = |field, value: &str| Expr::Compare {
-            field,
-            op: Op::Eq,
-            value: Value::Text(value.to_owned()),
-        };
-        let deleted = |deleted| Expr::Compare {
-            field: Field::Deleted,
-            op: Op::Eq,
-            value: Value::Bool(deleted),
-        };
-        let scopes = vec![
+        with_recounts(vec![
             Expr::All,
             deleted(false),
             deleted(true),
@@ -290,17 +283,7 @@ mod tests {
                 eq(Field::Kind, "Service"),
                 eq(Field::Severity, "Low"),
             ]),
-        ];
-        scopes
-            .into_iter()
-            .map(|scope| {
-                let recounted = Expr::And(vec![
-                    scope.clone(),
-                    Expr::Not(Box::new(eq(Field::Name, ""))),
-                ]);
-                (scope, recounted)
-            })
-            .collect()
+        ])
     }
 
     /// Each scope's count and groups, from the counters and recounted, are the same.

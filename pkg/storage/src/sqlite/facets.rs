@@ -4,10 +4,11 @@
 //! cluster, namespace, apiVersion or kind too. Groups by a label within a cluster and a
 //! namespace come from `label_counters`. Any other query is counted from the documents.
 
-use karpor_search::{Expr, Field, Op, Value};
+use karpor_search::{Expr, Field};
 use sqlx::sqlite::{SqliteArguments, SqlitePool};
 use sqlx::{Arguments, AssertSqlSafe};
 
+use super::equalities::equalities;
 use super::{buckets, from_sqlx};
 use crate::{Bucket, StorageError};
 
@@ -26,36 +27,30 @@ pub(super) struct Faceted {
 
 /// The scope of `expr`, when `kind_counters` hold it.
 pub(super) fn faceted(expr: &Expr) -> Option<Faceted> {
-    let mut scope = Faceted::default();
-    add(expr, &mut scope).then_some(scope)
-}
-
-fn once<T>(slot: &mut Option<T>, value: T) -> bool {
-    slot.replace(value).is_none()
-}
-
-fn add(expr: &Expr, scope: &mut Faceted) -> bool {
-    match expr {
-        Expr::All => true,
-        Expr::And(all) => all.iter().all(|e| add(e, scope)),
-        Expr::Compare {
-            field,
-            op: Op::Eq,
-            value,
-        } => match (field, value) {
-            (Field::Cluster, Value::Text(v)) => once(&mut scope.cluster, v.clone()),
-            (Field::Namespace, Value::Text(v)) => once(&mut scope.namespace, v.clone()),
-            (Field::ApiVersion, Value::Text(v)) => once(&mut scope.api_version, v.clone()),
-            (Field::Kind, Value::Text(v)) => once(&mut scope.kind, v.to_lowercase()),
-            (Field::Deleted, Value::Bool(v)) => once(&mut scope.deleted, *v),
-            (Field::Severity, Value::Text(v)) => match severity_column(v) {
-                Some(column) => once(&mut scope.severity, column),
-                None => false,
-            },
-            _ => false,
-        },
-        _ => false,
+    let terms = equalities(expr)?;
+    let held = [
+        Field::Cluster,
+        Field::Namespace,
+        Field::ApiVersion,
+        Field::Kind,
+        Field::Deleted,
+        Field::Severity,
+    ];
+    if !terms.within(&held) {
+        return None;
     }
+    let severity = match terms.text(&Field::Severity) {
+        Some(severity) => Some(severity_column(&severity)?),
+        None => None,
+    };
+    Some(Faceted {
+        cluster: terms.text(&Field::Cluster),
+        namespace: terms.text(&Field::Namespace),
+        api_version: terms.text(&Field::ApiVersion),
+        kind: terms.text(&Field::Kind).map(|kind| kind.to_lowercase()),
+        deleted: terms.deleted(),
+        severity,
+    })
 }
 
 /// By the stored spelling, which the parser writes (`karpor_audit::Severity::as_str`).
@@ -153,26 +148,16 @@ pub(super) struct Labelled {
 }
 
 pub(super) fn labelled(expr: &Expr) -> Option<Labelled> {
-    fn add(expr: &Expr, scope: &mut Labelled) -> bool {
-        match expr {
-            Expr::All => true,
-            Expr::And(all) => all.iter().all(|e| add(e, scope)),
-            Expr::Compare {
-                field,
-                op: Op::Eq,
-                value,
-            } => match (field, value) {
-                (Field::Cluster, Value::Text(v)) => once(&mut scope.cluster, v.clone()),
-                (Field::Namespace, Value::Text(v)) => once(&mut scope.namespace, v.clone()),
-                (Field::Deleted, Value::Bool(v)) => once(&mut scope.deleted, *v),
-                _ => false,
-            },
-            _ => false,
-        }
-    }
-    let mut scope = Labelled::default();
+    let terms = equalities(expr)?;
+    let scope = Labelled {
+        cluster: terms.text(&Field::Cluster),
+        namespace: terms.text(&Field::Namespace),
+        deleted: terms.deleted(),
+    };
     // Deleted documents alone are few: their groups are counted from them.
-    (add(expr, &mut scope) && scope.deleted != Some(true)).then_some(scope)
+    (terms.within(&[Field::Cluster, Field::Namespace, Field::Deleted])
+        && scope.deleted != Some(true))
+    .then_some(scope)
 }
 
 /// The `size` values of label `key` with the most documents in a scope: the counters'

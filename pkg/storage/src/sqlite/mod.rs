@@ -3,6 +3,7 @@
 //! and annotations, FTS5 for full text, indexes for the common filters.
 
 mod counters;
+mod equalities;
 mod facets;
 mod history;
 mod places;
