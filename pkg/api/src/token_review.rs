@@ -136,6 +136,11 @@ impl TokenReviewer {
             .await
             .map_err(|e| format!("cannot read cluster {cluster:?}: {e}"))?
             .ok_or_else(|| format!("the reviewing cluster {cluster:?} is not registered"))?;
+        if !record.record.synced_by_hub() {
+            return Err(format!(
+                "the reviewing cluster {cluster:?} is in agent mode: the hub holds no credential to review tokens with"
+            ));
+        }
         let client = self
             .clients
             .get(cluster, &record.record.kubeconfig.0)

@@ -26,6 +26,7 @@ fn cluster(i: usize) -> Cluster {
         labels: BTreeMap::from([("env".to_owned(), "bench".to_owned())]),
         // A realistic kubeconfig is a few KiB.
         kubeconfig: Kubeconfig(format!("apiVersion: v1\n# {}\n", "k".repeat(4096))),
+        mode: Default::default(),
     }
 }
 

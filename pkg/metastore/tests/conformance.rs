@@ -75,6 +75,7 @@ fn cluster(name: &str) -> Cluster {
         description: String::new(),
         labels: BTreeMap::from([("env".to_owned(), "test".to_owned())]),
         kubeconfig: Kubeconfig(format!("apiVersion: v1\nkind: Config\n# {name}\n")),
+        mode: Default::default(),
     }
 }
 

@@ -28,6 +28,7 @@ fn cluster(name: &str) -> Cluster {
         description: String::new(),
         labels: Default::default(),
         kubeconfig: Kubeconfig("apiVersion: v1\nkind: Config\n".to_owned()),
+        mode: Default::default(),
     }
 }
 

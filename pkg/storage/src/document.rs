@@ -71,9 +71,11 @@ impl ResourceDocument {
 
 /// What a write asks of history. Given by the syncer with each write its rule keeps
 /// history for; never stored in the document.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HistoryNote {
     /// When the revision may be removed.
+    #[serde(with = "time::serde::rfc3339")]
     pub keep_until: OffsetDateTime,
     /// Seen at a relist, not as it happened (karpor was away or the watch restarted).
     pub late: bool,

@@ -138,6 +138,7 @@ async fn sync_once(kubeconfig: &str, ns: &str, objects: usize, audit: bool) -> f
             description: String::new(),
             labels: BTreeMap::new(),
             kubeconfig: Kubeconfig(kubeconfig.to_owned()),
+            mode: Default::default(),
         })
         .await
         .unwrap();

@@ -216,6 +216,7 @@ async fn sync_pass(
             description: String::new(),
             labels: BTreeMap::new(),
             kubeconfig: Kubeconfig(kubeconfig.to_owned()),
+            mode: Default::default(),
         })
         .await
         .unwrap();

@@ -6,7 +6,8 @@
 //! select. Nothing holds a copy of a cluster's objects in memory. A rule can be tried
 //! against a cluster first ([`dry_run`]).
 //!
-//! Its rooms, each importing only those after it: `fleet` (the supervisor, this member's
+//! Its rooms, each importing only those after it: `remote` (an agent's sync of its own
+//! cluster, with the hub as its sink, and the plan the hub gives it), `fleet` (the supervisor, this member's
 //! lease, the placement of clusters on members, the storage outage probe), `checks` (the
 //! `Syncer` and `Cluster/NAME` checks), `cluster` (one cluster's run: watchers, writer,
 //! owed lists, sweep, document counts, the lease's fence), `rules` (built-in rules,
@@ -20,6 +21,7 @@ mod config;
 mod fleet;
 mod history;
 mod ingest;
+mod remote;
 mod rules;
 mod status;
 
@@ -46,11 +48,14 @@ pub use cluster::run::CLIENT_TIMEOUTS;
 pub fn client_cache(exec: Arc<ExecSettings>) -> Arc<ClientCache> {
     Arc::new(ClientCache::new(exec, CLIENT_TIMEOUTS))
 }
+pub use cluster::sink::{apply, Sink, SinkError, Upserted, Write};
+pub use cluster::sweep::Coverage;
 pub use cluster::writer::WriterSettings;
 pub use config::{SyncerConfig, MEMBER_ENV};
 pub use fleet::lease::default_member;
 pub use fleet::placement::preferred;
 pub use history::HistorySettings;
+pub use remote::{plan, PlannedRule, RemoteParts, RemoteSync, SyncPlan};
 pub use rules::built_in::{default_rules, DEFAULT_METADATA_RULE, DEFAULT_RULE};
 pub use rules::dry_run::{dry_run, DryRun, DryRunError, Selection};
 pub use rules::resolve::selects;

@@ -127,6 +127,7 @@ impl Harness {
                 description: String::new(),
                 labels: BTreeMap::new(),
                 kubeconfig: Kubeconfig(kubeconfig),
+                mode: Default::default(),
             })
             .await
             .unwrap();

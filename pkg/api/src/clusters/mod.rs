@@ -11,7 +11,9 @@ use crate::access::{Permission, Routes};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Extension;
-use karpor_core::model::{Cluster, Kubeconfig as StoredKubeconfig, MAX_KUBECONFIG_BYTES};
+use karpor_core::model::{
+    Cluster, ClusterMode, Kubeconfig as StoredKubeconfig, MAX_KUBECONFIG_BYTES,
+};
 use karpor_kube::kubeconfig;
 use karpor_metastore::Stored;
 use karpor_syncer::SyncState;
@@ -85,6 +87,18 @@ async fn apply_to(
                 record.name
             )));
         }
+    }
+    if body.mode.is_some_and(|mode| mode != record.mode) {
+        return Err(ApiError::bad_request(format!(
+            "cluster {:?} is in {} mode, fixed once registered: delete it and register it again",
+            record.name,
+            record.mode.as_str()
+        )));
+    }
+    if record.mode == ClusterMode::Agent && body.kube_config.is_some() {
+        return Err(ApiError::bad_request(
+            "a cluster in agent mode takes no kubeConfig: its agent holds the credential",
+        ));
     }
     let context = context.or(body.context);
     if let Some(v) = body.display_name {
@@ -222,8 +236,11 @@ pub(crate) async fn create(
     Query(param): Query<ContextParam>,
     Body(body): Body<ClusterBody>,
 ) -> ApiResult<ClusterView> {
-    if body.kube_config.is_none() {
-        return Err(ApiError::bad_request("kubeConfig is required"));
+    let mode = body.mode.unwrap_or_default();
+    if mode == ClusterMode::Kubeconfig && body.kube_config.is_none() {
+        return Err(ApiError::bad_request(
+            "kubeConfig is required (or mode: agent, for a cluster its agent syncs)",
+        ));
     }
     let mut record = Cluster {
         name: name.into(),
@@ -231,6 +248,7 @@ pub(crate) async fn create(
         description: String::new(),
         labels: BTreeMap::new(),
         kubeconfig: StoredKubeconfig(String::new()),
+        mode,
     };
     apply_to(body, &state, &mut record, param.context).await?;
     let stored = state.metastore.create(record).await?;

@@ -158,6 +158,7 @@ pub(super) async fn view(
         created_at: cluster.created_at,
         updated_at: cluster.updated_at,
         version: cluster.version,
+        mode: record.mode,
         sync_status: SyncView {
             state: snapshot
                 .as_ref()

@@ -72,6 +72,14 @@ pub(crate) async fn client(
     let Some(record) = record.map_err(|e| ApiError::from(e).into_response())? else {
         return Err(ApiError::not_found(format!("cluster {cluster:?} not found")).into_response());
     };
+    if !record.record.synced_by_hub() {
+        // Live reads through the agent's own connection are not served yet.
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("cluster {cluster:?} is synced by its agent: live reads through agents are not served yet"),
+        )
+        .into_response());
+    }
     state
         .live
         .call(cluster)

@@ -39,6 +39,10 @@ pub struct ClusterView {
     pub updated_at: OffsetDateTime,
     /// The record's version in the metadata store (compare-and-swap).
     pub version: i64,
+    /// `kubeconfig`: the hub syncs the cluster; `agent`: its agent does, and the hub
+    /// holds no credential of it.
+    #[serde(default)]
+    pub mode: karpor_core::model::ClusterMode,
     pub sync_status: SyncView,
 }
 
@@ -202,6 +206,10 @@ pub struct ClusterBody {
     /// The context to keep (default: the kubeconfig's current context).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// `agent`: the cluster is synced by an agent inside it (no kubeConfig then);
+    /// `kubeconfig` (the default) by the hub. Fixed once the cluster is registered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<karpor_core::model::ClusterMode>,
 }
 
 /// An uploaded kubeconfig: Karpor's fields (`fileName`, `fileSize`, `content`,

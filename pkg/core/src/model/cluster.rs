@@ -20,8 +20,43 @@ pub struct Cluster {
     pub description: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
-    /// How to reach the cluster: a kubeconfig, with its credentials.
+    /// How to reach the cluster: a kubeconfig, with its credentials. Empty for a
+    /// cluster in agent mode, whose agent holds its own.
     pub kubeconfig: Kubeconfig,
+    /// How the cluster is synced.
+    #[serde(default, skip_serializing_if = "ClusterMode::is_kubeconfig")]
+    pub mode: ClusterMode,
+}
+
+/// How a cluster is synced: by the hub with the cluster's kubeconfig, or by an agent in
+/// the cluster that connects out to the hub (the hub then holds no credential of it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum ClusterMode {
+    #[default]
+    Kubeconfig,
+    Agent,
+}
+
+impl ClusterMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterMode::Kubeconfig => "kubeconfig",
+            ClusterMode::Agent => "agent",
+        }
+    }
+
+    pub fn is_kubeconfig(&self) -> bool {
+        *self == ClusterMode::Kubeconfig
+    }
+}
+
+impl Cluster {
+    /// Whether the hub syncs it with its kubeconfig (else its agent does).
+    pub fn synced_by_hub(&self) -> bool {
+        self.mode == ClusterMode::Kubeconfig
+    }
 }
 
 /// A kubeconfig's text. Holds credentials: `Debug` never shows it, and the API returns
@@ -51,13 +86,52 @@ impl Record for Cluster {
                 self.kubeconfig.0.len()
             ));
         }
-        if self.kubeconfig.0.trim().is_empty() {
-            return Err("kubeconfig is empty".to_owned());
+        match (self.mode, self.kubeconfig.0.trim().is_empty()) {
+            (ClusterMode::Kubeconfig, true) => return Err("kubeconfig is empty".to_owned()),
+            (ClusterMode::Agent, false) => {
+                return Err(
+                    "a cluster in agent mode has no kubeconfig: its agent holds the credential"
+                        .to_owned(),
+                )
+            }
+            _ => {}
         }
         Ok(())
     }
 
     fn secrets_mut(&mut self) -> Vec<&mut String> {
         vec![&mut self.kubeconfig.0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(mode: ClusterMode, kubeconfig: &str) -> Cluster {
+        Cluster {
+            name: "a".to_owned(),
+            display_name: String::new(),
+            description: String::new(),
+            labels: BTreeMap::new(),
+            kubeconfig: Kubeconfig(kubeconfig.to_owned()),
+            mode,
+        }
+    }
+
+    #[test]
+    fn an_agent_cluster_holds_no_kubeconfig_and_a_hub_synced_one_needs_one() {
+        assert!(cluster(ClusterMode::Agent, "").validate().is_ok());
+        assert!(cluster(ClusterMode::Agent, "apiVersion: v1")
+            .validate()
+            .unwrap_err()
+            .contains("agent mode"));
+        assert!(cluster(ClusterMode::Kubeconfig, " ").validate().is_err());
+        // Records written before modes existed read as hub-synced.
+        let old: Cluster =
+            serde_yaml::from_str("{name: a, kubeconfig: \"apiVersion: v1\"}").unwrap();
+        assert!(old.synced_by_hub());
+        let text = serde_yaml::to_string(&cluster(ClusterMode::Agent, "")).unwrap();
+        assert!(text.contains("mode: agent"), "{text}");
     }
 }

@@ -13,7 +13,7 @@ mod selector;
 
 pub use agent::{AgentAuthority, AgentEnrollment, JoinGrant, AUTHORITY_RECORD};
 pub use audit::AuditPolicy;
-pub use cluster::{Cluster, Kubeconfig, MAX_KUBECONFIG_BYTES};
+pub use cluster::{Cluster, ClusterMode, Kubeconfig, MAX_KUBECONFIG_BYTES};
 pub use limits::{OverLimit, RuleLimits, LIMITS_SECTION};
 pub use name::{validate_name, NameError, NAME_PATTERN};
 pub use relations::{validate_path, KindRef, Relation, RelationRule};

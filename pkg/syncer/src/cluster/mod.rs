@@ -7,6 +7,7 @@ pub(crate) mod document_counts;
 pub(crate) mod fence;
 pub(crate) mod owed_lists;
 pub(crate) mod run;
+pub(crate) mod sink;
 pub(crate) mod sweep;
 pub(crate) mod watcher;
 pub(crate) mod writer;

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use karpor_core::model::{Cluster, SyncRule};
 use karpor_health::Reason;
 use karpor_kube::{ClientCache, ClientError, ClusterClient, Timeouts};
-use karpor_storage::Storage;
 use kube::Client;
 use time::OffsetDateTime;
 use tokio::sync::{mpsc, watch, Notify};
@@ -21,6 +20,7 @@ use tracing::Instrument;
 use crate::cluster::document_counts;
 use crate::cluster::fence::Fence;
 use crate::cluster::owed_lists::Lists;
+use crate::cluster::sink::Sink;
 use crate::cluster::sweep::Coverage;
 use crate::cluster::watcher::{now_millis, Watcher};
 use crate::cluster::writer::{self, Op};
@@ -90,7 +90,11 @@ pub(crate) struct ClusterRun {
     pub registered_at: OffsetDateTime,
     /// Its rules; a change is applied at once, by the watchers it concerns.
     pub rules: RulesSeen,
-    pub storage: Arc<dyn Storage>,
+    /// Where the writer writes: storage, or in an agent the hub.
+    pub sink: Arc<dyn Sink>,
+    /// A client made by whoever runs the sync (an agent, from its own credential) instead
+    /// of one from the cluster's kubeconfig.
+    pub given: Option<Client>,
     pub progress: Arc<ClusterProgress>,
     pub client: ClientSlot,
     pub clients: Arc<ClientCache>,
@@ -213,10 +217,9 @@ impl Connected {
         run.client.send_replace(Some(client.client.clone()));
         let writer_stop = CancellationToken::new();
         let (writer, writer_task) = writer::spawn(
-            run.storage.clone(),
+            run.sink.clone(),
             run.progress.clone(),
             run.settings.writer,
-            run.policy.clone(),
             run.fence.clone(),
             writer_stop.clone(),
         );
@@ -549,12 +552,15 @@ impl Connected {
 
 impl ClusterRun {
     /// Each watched type's documents, counted in storage; `false` when storage could not
-    /// say in time.
+    /// say in time. An agent's sink has no storage to count in: the hub counts.
     async fn count(&self) -> bool {
+        let Some(storage) = self.sink.storage() else {
+            return true;
+        };
         let types = self.progress.types();
         let counted = tokio::time::timeout(
             COUNT_TIMEOUT,
-            document_counts::count(self.storage.as_ref(), &self.cluster.name, &types),
+            document_counts::count(storage.as_ref(), &self.cluster.name, &types),
         )
         .await;
         match counted {
@@ -598,6 +604,12 @@ impl ClusterRun {
     /// backoff (it may recover); a kubeconfig that cannot be used waits for a new record,
     /// which restarts this sync: `None`, as when `stop` comes first.
     async fn connect(&self, stop: &CancellationToken) -> Option<ClusterClient> {
+        if let Some(client) = &self.given {
+            return Some(ClusterClient {
+                client: client.clone(),
+                renew_at: None,
+            });
+        }
         let mut retry = Duration::from_secs(1);
         loop {
             let connected = self

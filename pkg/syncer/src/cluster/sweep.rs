@@ -19,8 +19,12 @@ const MAX_TERMS: usize = 10_000;
 
 /// Types (by apiVersion and kind) the targets watch, each in every namespace (`None`) or
 /// in some.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Coverage(BTreeMap<(String, String), Option<BTreeSet<String>>>);
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(
+    into = "Vec<crate::cluster::sink::CoveredType>",
+    from = "Vec<crate::cluster::sink::CoveredType>"
+)]
+pub struct Coverage(pub(crate) BTreeMap<(String, String), Option<BTreeSet<String>>>);
 
 impl Coverage {
     pub(crate) fn of<'a>(targets: impl IntoIterator<Item = &'a Target>) -> Coverage {

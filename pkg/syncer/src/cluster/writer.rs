@@ -1,4 +1,4 @@
-//! One writer per cluster between its watchers and storage: documents are written in
+//! One writer per cluster between its watchers and its sink (storage, or the hub): documents are written in
 //! batches bounded by count, size and a time window, in the order the watchers sent
 //! them. The queue is bounded and a failed write is retried until it succeeds, so a slow
 //! or dead storage stops the watchers from reading more (backpressure) instead of
@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use karpor_storage::{HistoryNote, ResourceDocument, Storage, StorageError};
+use karpor_storage::{HistoryNote, ResourceDocument};
 use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
@@ -18,8 +18,8 @@ use tracing::Instrument;
 
 use crate::cluster::fence::Fence;
 use crate::cluster::owed_lists::Lists;
+use crate::cluster::sink::{Sink, SinkError, Upserted, Write};
 use crate::cluster::sweep::Coverage;
-use crate::ingest::policy::PolicySeen;
 use crate::rules::resolve::TargetKey;
 use crate::status::clusters::ClusterProgress;
 
@@ -88,19 +88,17 @@ impl Default for WriterSettings {
 /// Starts a writer. It ends once every sender is dropped and what it holds is written,
 /// or at once when `stop` is cancelled (what it held is written again by the next list).
 pub(crate) fn spawn(
-    storage: Arc<dyn Storage>,
+    sink: Arc<dyn Sink>,
     progress: Arc<ClusterProgress>,
     settings: WriterSettings,
-    policy: PolicySeen,
     fence: (Arc<Fence>, i64),
     stop: CancellationToken,
 ) -> (mpsc::Sender<Op>, JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(settings.queue);
     let writer = Writer {
-        storage,
+        sink,
         progress,
         settings,
-        policy,
         fence,
         stop,
         batch: Vec::new(),
@@ -110,11 +108,9 @@ pub(crate) fn spawn(
 }
 
 struct Writer {
-    storage: Arc<dyn Storage>,
+    sink: Arc<dyn Sink>,
     progress: Arc<ClusterProgress>,
     settings: WriterSettings,
-    /// For the one finding decided here (`pdb-missing`).
-    policy: PolicySeen,
     /// This member's lease, and the id of the one the sync started under: no write once
     /// it may have ended (another member may own the cluster by then).
     fence: (Arc<Fence>, i64),
@@ -173,34 +169,27 @@ impl Writer {
         if self.batch.is_empty() {
             return true;
         }
-        let mut batch = std::mem::take(&mut self.batch);
+        let batch = std::mem::take(&mut self.batch);
         self.bytes = 0;
-        let storage = self.storage.clone();
-        let ingest = self.policy.borrow().ingest.clone();
-        if let Err(e) = crate::ingest::pdb::apply(
-            storage.as_ref(),
-            self.progress.name(),
-            &mut batch,
-            &ingest.audit,
-        )
-        .await
-        {
-            // The finding waits for the next write of the workload or its budgets.
-            tracing::debug!(error = %e, "cannot read budgets for pdb-missing");
-        }
-        let written = self
-            .retry("write documents", || storage.upsert(&batch))
+        let written = batch.len();
+        let documents = batch
+            .into_iter()
+            .map(|mut document| Upserted {
+                history: document.history.take(),
+                document,
+            })
+            .collect();
+        let done = self
+            .send("write documents", Write::Upsert { documents })
             .await;
-        if written.is_some() {
-            self.progress.objects_written(batch.len());
+        if done.is_some() {
+            self.progress.objects_written(written);
         }
-        written.is_some()
+        done.is_some()
     }
 
     /// An operation that must see every earlier write in storage first.
     async fn barrier(&mut self, op: Op) -> bool {
-        let storage = self.storage.clone();
-        let cluster = self.progress.name().to_owned();
         match op {
             Op::Upsert(_) => unreachable!("upserts are batched"),
             Op::Delete {
@@ -209,12 +198,12 @@ impl Writer {
                 history,
             } => {
                 self.progress.wrote();
-                let version = resource_version.as_deref();
-                self.retry("delete a document", || {
-                    storage.delete(&cluster, &uid, version, history.as_ref())
-                })
-                .await
-                .is_some()
+                let write = Write::Delete {
+                    uid,
+                    resource_version,
+                    history,
+                };
+                self.send("delete a document", write).await.is_some()
             }
             Op::SoftDelete {
                 uid,
@@ -223,24 +212,22 @@ impl Writer {
                 history,
             } => {
                 self.progress.wrote();
-                let version = resource_version.as_deref();
-                self.retry("mark a document deleted", || {
-                    storage.soft_delete(&cluster, &uid, at, version, history.as_ref())
-                })
-                .await
-                .is_some()
+                let write = Write::SoftDelete {
+                    uid,
+                    at,
+                    resource_version,
+                    history,
+                };
+                self.send("mark a document deleted", write).await.is_some()
             }
             Op::Sweep {
                 coverage,
                 before,
                 lists,
             } => {
-                let removed = self
-                    .retry("remove documents no rule selects", || {
-                        crate::cluster::sweep::sweep(storage.as_ref(), &cluster, &coverage, before)
-                    })
-                    .await;
-                let Some(removed) = removed else {
+                let write = Write::Sweep { coverage, before };
+                let Some(removed) = self.send("remove documents no rule selects", write).await
+                else {
                     return false;
                 };
                 if removed > 0 {
@@ -258,19 +245,17 @@ impl Writer {
                 first_list,
                 history,
             } => {
-                let purged = self
-                    .retry("purge documents a list did not see", || {
-                        storage.purge_unseen(
-                            &cluster,
-                            &api_version,
-                            &kind,
-                            namespace.as_deref(),
-                            before,
-                            history.as_ref(),
-                        )
-                    })
-                    .await;
-                let Some(purged) = purged else { return false };
+                let write = Write::Purge {
+                    kind: kind.clone(),
+                    api_version,
+                    namespace,
+                    before,
+                    history,
+                };
+                let what = "purge documents a list did not see";
+                let Some(purged) = self.send(what, write).await else {
+                    return false;
+                };
                 self.progress.wrote();
                 if purged > 0 {
                     tracing::debug!(kind, purged, "purged documents a list did not see");
@@ -283,10 +268,16 @@ impl Writer {
         }
     }
 
+    /// Sends `write` to the sink until it is durable; `None` once stopped.
+    async fn send(&self, what: &str, write: Write) -> Option<u64> {
+        let (sink, cluster) = (self.sink.clone(), self.progress.name().to_owned());
+        self.retry(what, || sink.write(&cluster, &write)).await
+    }
+
     /// Runs `write` until it succeeds, with backoff; `None` once stopped.
     async fn retry<T, F>(&self, what: &str, mut write: impl FnMut() -> F) -> Option<T>
     where
-        F: std::future::Future<Output = Result<T, StorageError>>,
+        F: std::future::Future<Output = Result<T, SinkError>>,
     {
         let mut delay = Duration::from_millis(100);
         let mut failures = 0u32;

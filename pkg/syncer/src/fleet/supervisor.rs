@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use karpor_audit::AuditConfig;
-use karpor_core::model::{AuditPolicy, Cluster, Kind, RelationRule, SyncRule};
+use karpor_core::model::{Cluster, Kind, SyncRule};
 use karpor_health::{HealthChecker, Membership};
 use karpor_kube::ClientCache;
 use karpor_metastore::{Metastore, Revision, StoreError};
@@ -26,9 +26,10 @@ use crate::checks::cluster::{cluster_check, ClusterCheck};
 use crate::cluster::fence::Fence;
 use crate::cluster::run::Recoveries;
 use crate::cluster::run::{span as cluster_span, ClusterRun, ClusterSync};
+use crate::cluster::sink::StorageSink;
 use crate::fleet::lease::LeaseSeen;
 use crate::fleet::{lease, outage, placement};
-use crate::ingest::policy::{Ingest, IngestPolicy};
+use crate::ingest::policy::{read, Ingest, IngestPolicy};
 use crate::rules::resolve::{rules_for, VersionedRule};
 use crate::status::clusters::{Share, SyncStatus};
 use crate::SyncSettings;
@@ -309,15 +310,21 @@ impl Supervisor {
             .map(|c| (c.cluster.clone(), c.epoch))
             .collect();
         let now = Instant::now();
+        // Clusters in agent mode are their agents' to sync: no member claims them.
+        let registered: BTreeSet<String> = state
+            .registered
+            .iter()
+            .filter(|(_, r)| r.cluster.synced_by_hub())
+            .map(|(name, _)| name.clone())
+            .collect();
         state
             .unowned
-            .retain(|name, _| state.registered.contains_key(name) && !holders.contains_key(name));
-        for name in state.registered.keys() {
+            .retain(|name, _| registered.contains(name) && !holders.contains_key(name));
+        for name in &registered {
             if !holders.contains_key(name) {
                 state.unowned.entry(name.clone()).or_insert(now);
             }
         }
-        let registered: BTreeSet<String> = state.registered.keys().cloned().collect();
         let plan = placement::plan(&lease.member, &members, &registered, &holders);
         if !plan.release.is_empty() {
             // Stopped first (all at once): never two writers of one cluster.
@@ -369,7 +376,10 @@ impl Supervisor {
             .iter()
             .filter(|(name, running)| {
                 !state.owned.contains_key(*name)
-                    || !state.registered.contains_key(*name)
+                    || !state
+                        .registered
+                        .get(*name)
+                        .is_some_and(|r| r.cluster.synced_by_hub())
                     || Some(running.lease) != lease
             })
             .map(|(name, _)| name.clone())
@@ -388,7 +398,12 @@ impl Supervisor {
         let mine: Vec<String> = state
             .owned
             .keys()
-            .filter(|name| state.registered.contains_key(*name))
+            .filter(|name| {
+                state
+                    .registered
+                    .get(*name)
+                    .is_some_and(|r| r.cluster.synced_by_hub())
+            })
             .cloned()
             .collect();
         for name in mine {
@@ -423,7 +438,11 @@ impl Supervisor {
                 cluster: registered.cluster.clone(),
                 registered_at: registered.registered_at,
                 rules: rules_seen,
-                storage: self.storage.clone(),
+                sink: Arc::new(StorageSink {
+                    storage: self.storage.clone(),
+                    policy: state.policy.subscribe(),
+                }),
+                given: None,
                 progress,
                 client,
                 clients: self.clients.clone(),
@@ -473,28 +492,7 @@ impl Supervisor {
     /// The stored audit policy (or the config file's) and the relation rules in force: a
     /// change reaches every cluster sync, which relists under it.
     async fn follow_ingest_policy(&self, state: &mut State) -> Result<(), StoreError> {
-        let stored = self
-            .metastore
-            .list_all::<AuditPolicy>()
-            .await?
-            .into_iter()
-            .find(|p| p.record.name == AuditPolicy::NAME);
-        let audit = match stored {
-            Some(policy) => policy.record.config,
-            None => (*self.audit).clone(),
-        };
-        let relations: Vec<RelationRule> = self
-            .metastore
-            .list_all::<RelationRule>()
-            .await?
-            .into_iter()
-            .map(|r| r.record)
-            .collect();
-        let ingest = Ingest {
-            audit,
-            relations: karpor_topology::in_force(&relations),
-            history: self.settings.history,
-        };
+        let ingest = read(&self.metastore, &self.audit, self.settings.history).await?;
         let current = state.policy.borrow().clone();
         if *current.ingest != ingest {
             let generation = current.generation + 1;

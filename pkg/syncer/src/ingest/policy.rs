@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use karpor_audit::AuditConfig;
-use karpor_core::model::RelationRule;
+use karpor_core::model::{AuditPolicy, RelationRule};
+use karpor_metastore::{Metastore, StoreError};
 use tokio::sync::watch;
 
 /// The ingest policy's content.
@@ -27,3 +28,32 @@ pub(crate) struct IngestPolicy {
 }
 
 pub(crate) type PolicySeen = watch::Receiver<IngestPolicy>;
+
+/// The policy in force: the stored audit policy (else `configured`, the config file's),
+/// the stored relation rules with the built-in ones.
+pub(crate) async fn read(
+    metastore: &Metastore,
+    configured: &AuditConfig,
+    history: crate::HistorySettings,
+) -> Result<Ingest, StoreError> {
+    let stored = metastore
+        .list_all::<AuditPolicy>()
+        .await?
+        .into_iter()
+        .find(|p| p.record.name == AuditPolicy::NAME);
+    let audit = match stored {
+        Some(policy) => policy.record.config,
+        None => configured.clone(),
+    };
+    let relations: Vec<RelationRule> = metastore
+        .list_all::<RelationRule>()
+        .await?
+        .into_iter()
+        .map(|r| r.record)
+        .collect();
+    Ok(Ingest {
+        audit,
+        relations: karpor_topology::in_force(&relations),
+        history,
+    })
+}

@@ -61,6 +61,8 @@ pub enum DryRunError {
     Misconfigured(String),
     #[error("{0}")]
     Unreachable(String),
+    #[error("the cluster is synced by its agent: the hub has no client of it to try a rule with")]
+    InAgentMode,
 }
 
 /// `rule` against `cluster`, beside `others` (the other rules that would be in force,
@@ -71,6 +73,9 @@ pub async fn dry_run(
     others: &[SyncRule],
     exec: &Arc<ExecSettings>,
 ) -> Result<DryRun, DryRunError> {
+    if !cluster.synced_by_hub() {
+        return Err(DryRunError::InAgentMode);
+    }
     let client = karpor_kube::connect(&cluster.kubeconfig.0, exec, TIMEOUTS)
         .await
         .map_err(|e| DryRunError::Misconfigured(e.to_string()))?

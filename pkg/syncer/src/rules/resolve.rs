@@ -315,6 +315,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             kubeconfig: Kubeconfig("x".into()),
+            mode: Default::default(),
         }
     }
 

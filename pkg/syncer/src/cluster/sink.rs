@@ -1,0 +1,265 @@
+//! Where a cluster's writer sends what its watchers saw: storage itself in the hub
+//! ([`StorageSink`]), or, in an agent, the hub, which applies the same [`Write`]s to
+//! storage under the cluster the agent's certificate names ([`apply`]). A `Write` is what
+//! crosses the wire, so it holds data only; what the writer does once one is acknowledged
+//! stays with the writer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use karpor_audit::AuditConfig;
+use karpor_storage::{HistoryNote, ResourceDocument, Storage, StorageError};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::cluster::sweep::Coverage;
+use crate::ingest::policy::PolicySeen;
+
+/// A write that failed, in words for the log (it is retried until it succeeds).
+pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Where the writer's batches and barriers go. `write` returns once the write is durable
+/// (committed to storage, or acknowledged by the hub after it committed it).
+#[async_trait::async_trait]
+pub trait Sink: Send + Sync {
+    /// How many documents the write removed (a purge's or a sweep's).
+    async fn write(&self, cluster: &str, write: &Write) -> Result<u64, SinkError>;
+
+    /// Whether this sink's storage can be read here (to count a cluster's documents):
+    /// only the hub's can.
+    fn storage(&self) -> Option<&Arc<dyn Storage>>;
+}
+
+/// One write, as the writer sends it and the hub receives it from an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum Write {
+    /// Documents, in the order their watchers saw them.
+    #[serde(rename_all = "camelCase")]
+    Upsert { documents: Vec<Upserted> },
+    /// The object went; its last resourceVersion fences the delete.
+    #[serde(rename_all = "camelCase")]
+    Delete {
+        uid: String,
+        resource_version: Option<String>,
+        history: Option<HistoryNote>,
+    },
+    /// The object went, and its rule keeps deleted objects.
+    #[serde(rename_all = "camelCase")]
+    SoftDelete {
+        uid: String,
+        #[serde(with = "time::serde::rfc3339")]
+        at: OffsetDateTime,
+        resource_version: Option<String>,
+        history: Option<HistoryNote>,
+    },
+    /// A list completed: its type's documents written before it began are gone.
+    #[serde(rename_all = "camelCase")]
+    Purge {
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        #[serde(with = "time::serde::rfc3339")]
+        before: OffsetDateTime,
+        history: Option<HistoryNote>,
+    },
+    /// The cluster's documents of what `coverage` no longer covers, written before
+    /// `before`, are gone.
+    #[serde(rename_all = "camelCase")]
+    Sweep {
+        coverage: Coverage,
+        #[serde(with = "time::serde::rfc3339")]
+        before: OffsetDateTime,
+    },
+}
+
+/// A document and what its write asks of history (which the document itself never
+/// carries into storage).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Upserted {
+    #[serde(flatten)]
+    pub document: ResourceDocument,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryNote>,
+}
+
+impl Write {
+    /// Every document of the write into `cluster`, whatever cluster it named: the one an
+    /// agent writes to is the one its certificate names, never one its payload does.
+    pub fn into_cluster(mut self, cluster: &str) -> Write {
+        if let Write::Upsert { documents } = &mut self {
+            for upserted in documents {
+                cluster.clone_into(&mut upserted.document.cluster);
+            }
+        }
+        self
+    }
+}
+
+/// Applies `write` to `cluster`'s documents in `storage`; `audit` decides the one finding
+/// made across documents (`pdb-missing`). How many documents it removed.
+pub async fn apply(
+    storage: &dyn Storage,
+    cluster: &str,
+    write: &Write,
+    audit: &AuditConfig,
+) -> Result<u64, StorageError> {
+    match write {
+        Write::Upsert { documents } => {
+            let mut batch: Vec<ResourceDocument> = documents
+                .iter()
+                .map(|u| {
+                    let mut document = u.document.clone();
+                    cluster.clone_into(&mut document.cluster);
+                    document.history = u.history.clone();
+                    document
+                })
+                .collect();
+            if let Err(e) = crate::ingest::pdb::apply(storage, cluster, &mut batch, audit).await {
+                // The finding waits for the next write of the workload or its budgets.
+                tracing::debug!(error = %e, "cannot read budgets for pdb-missing");
+            }
+            storage.upsert(&batch).await?;
+            Ok(0)
+        }
+        Write::Delete {
+            uid,
+            resource_version,
+            history,
+        } => {
+            storage
+                .delete(cluster, uid, resource_version.as_deref(), history.as_ref())
+                .await?;
+            Ok(0)
+        }
+        Write::SoftDelete {
+            uid,
+            at,
+            resource_version,
+            history,
+        } => {
+            let version = resource_version.as_deref();
+            storage
+                .soft_delete(cluster, uid, *at, version, history.as_ref())
+                .await?;
+            Ok(0)
+        }
+        Write::Purge {
+            api_version,
+            kind,
+            namespace,
+            before,
+            history,
+        } => {
+            storage
+                .purge_unseen(
+                    cluster,
+                    api_version,
+                    kind,
+                    namespace.as_deref(),
+                    *before,
+                    history.as_ref(),
+                )
+                .await
+        }
+        Write::Sweep { coverage, before } => {
+            crate::cluster::sweep::sweep(storage, cluster, coverage, *before).await
+        }
+    }
+}
+
+/// The hub's own sink: storage, with the ingest policy in force.
+pub(crate) struct StorageSink {
+    pub storage: Arc<dyn Storage>,
+    pub policy: PolicySeen,
+}
+
+#[async_trait::async_trait]
+impl Sink for StorageSink {
+    async fn write(&self, cluster: &str, write: &Write) -> Result<u64, SinkError> {
+        let ingest = self.policy.borrow().ingest.clone();
+        Ok(apply(self.storage.as_ref(), cluster, write, &ingest.audit).await?)
+    }
+
+    fn storage(&self) -> Option<&Arc<dyn Storage>> {
+        Some(&self.storage)
+    }
+}
+
+/// A type a sweep keeps, in every namespace (`namespaces` absent) or in those listed: a
+/// [`Coverage`] as it crosses the wire (JSON keys cannot be pairs).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CoveredType {
+    api_version: String,
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespaces: Option<BTreeSet<String>>,
+}
+
+impl From<Coverage> for Vec<CoveredType> {
+    fn from(coverage: Coverage) -> Self {
+        coverage
+            .0
+            .into_iter()
+            .map(|((api_version, kind), namespaces)| CoveredType {
+                api_version,
+                kind,
+                namespaces,
+            })
+            .collect()
+    }
+}
+
+impl From<Vec<CoveredType>> for Coverage {
+    fn from(types: Vec<CoveredType>) -> Self {
+        let mut covered = BTreeMap::new();
+        for t in types {
+            covered.insert((t.api_version, t.kind), t.namespaces);
+        }
+        Coverage(covered)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_reads_back_as_it_was_written() {
+        let mut covered = BTreeMap::new();
+        covered.insert(("v1".to_owned(), "Pod".to_owned()), None);
+        covered.insert(
+            ("apps/v1".to_owned(), "Deployment".to_owned()),
+            Some(BTreeSet::from(["a".to_owned()])),
+        );
+        let write = Write::Sweep {
+            coverage: Coverage(covered),
+            before: OffsetDateTime::UNIX_EPOCH,
+        };
+        let text = serde_json::to_string(&write).unwrap();
+        assert!(text.contains(r#""op":"sweep""#), "{text}");
+        let back: Write = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, write);
+    }
+
+    #[test]
+    fn a_write_lands_in_the_cluster_it_is_given() {
+        let json = serde_json::json!({
+            "op": "upsert",
+            "documents": [{
+                "cluster": "other", "apiVersion": "v1", "kind": "ConfigMap",
+                "namespace": "a", "name": "b", "uid": "u", "labels": {}, "annotations": {},
+                "ownerReferences": [], "creationTimestamp": null, "deletionTimestamp": null,
+                "resourceVersion": "1", "syncAt": "2026-12-06T00:00:00Z", "deleted": false,
+                "object": {},
+            }],
+        });
+        let write: Write = serde_json::from_value(json).unwrap();
+        let Write::Upsert { documents } = write.into_cluster("mine") else {
+            panic!("not an upsert");
+        };
+        assert_eq!(documents[0].document.cluster, "mine");
+        assert_eq!(documents[0].history, None);
+    }
+}
