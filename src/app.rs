@@ -69,8 +69,8 @@ impl Mode {
 
 // The runtime heartbeat ticks often and is stale only after many missed ticks, so a busy
 // but live process is never restarted for it.
-const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(200);
-const HEARTBEAT_STALE_AFTER: Duration = Duration::from_secs(3);
+pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(200);
+pub(crate) const HEARTBEAT_STALE_AFTER: Duration = Duration::from_secs(3);
 
 pub(crate) struct Application {
     listener: TcpListener,
@@ -82,6 +82,15 @@ pub(crate) struct Application {
     shutdown: ShutdownConfig,
     /// Stops the background work (heartbeat, syncer) after the listener has closed.
     workers: CancellationToken,
+    /// The listener agents connect to, when agent mode is configured.
+    agents: Option<AgentListener>,
+}
+
+/// The agent listener: its socket, routes and TLS (from the hub's authority).
+struct AgentListener {
+    listener: TcpListener,
+    router: axum::Router,
+    tls: Arc<rustls::ServerConfig>,
 }
 
 /// What both modes open: the stores, the metrics registry, the member clusters' clients.
@@ -109,9 +118,14 @@ impl Application {
         if let Some(syncer) = &mut syncer {
             syncer.start(parts.workers.clone());
         }
+        let agents = match (&config.agents, plan.api) {
+            (Some(listener), true) => Some(agent_listener(&config, listener, &parts).await?),
+            _ => None,
+        };
+        let hub = agents.as_ref().map(|(_, hub)| hub.clone());
         let (routes, endpoints, check_lines) = if plan.api {
             let (routes, endpoints, lines) =
-                api_routes(&config, &mut parts, syncer.as_ref()).await?;
+                api_routes(&config, &mut parts, syncer.as_ref(), hub).await?;
             (routes, endpoints, Some(lines))
         } else {
             (axum::Router::new(), Vec::new(), None)
@@ -144,6 +158,7 @@ impl Application {
             syncer,
             shutdown: config.shutdown,
             workers: parts.workers,
+            agents: agents.map(|(listener, _)| listener),
         })
     }
 
@@ -160,10 +175,20 @@ impl Application {
         signal: impl Future<Output = ()>,
     ) -> anyhow::Result<()> {
         let serving = CancellationToken::new();
+        let agents = self.agents.map(|agents| {
+            serving_runtime.spawn(karpor_server::serve(
+                agents.listener,
+                agents.router,
+                Some(karpor_server::Tls::Config(agents.tls)),
+                self.connections,
+                serving.clone(),
+                self.shutdown.grace_period,
+            ))
+        });
         let mut server = serving_runtime.spawn(karpor_server::serve(
             self.listener,
             self.router,
-            self.tls,
+            self.tls.map(karpor_server::Tls::Files),
             self.connections,
             serving.clone(),
             self.shutdown.grace_period,
@@ -187,6 +212,11 @@ impl Application {
             .await
             .context("the server task failed")?
             .context("the server failed while stopping")?;
+        if let Some(agents) = agents {
+            if let Ok(Err(e)) = agents.await {
+                tracing::warn!(error = %e, "the agent listener failed while stopping");
+            }
+        }
         self.workers.cancel();
         if let Some(syncer) = self.syncer {
             syncer.join().await;
@@ -289,11 +319,51 @@ fn register_checks(config: &Config, parts: &Parts, syncer: Option<&Syncer>) {
     }
 }
 
+/// The agent listener (`agents:`): the hub's authority made or read from the metadata
+/// store, a certificate for the listener's names, the agent routes; and what the API
+/// needs to issue join tokens.
+async fn agent_listener(
+    config: &Config,
+    listener: &karpor_agent::config::AgentListenerConfig,
+    parts: &Parts,
+) -> anyhow::Result<(AgentListener, karpor_api::AgentHub)> {
+    let enrollment = karpor_agent::enrollment::Enrollment::new(parts.metastore.clone());
+    let authority = enrollment
+        .authority()
+        .await
+        .context("cannot read or make the agents' certificate authority")?;
+    let tls = karpor_agent::tls::hub_server(&authority, &listener.names)
+        .context("cannot make the agent listener's certificate")?;
+    let router = karpor_api::agent_routes(karpor_api::AgentParts {
+        metastore: parts.metastore.clone(),
+        storage: parts.storage.clone(),
+        enrollment: enrollment.clone(),
+        audit: config.audit.clone(),
+        history: config.syncer.settings().history,
+    });
+    let socket = listen(listener.listen)
+        .with_context(|| format!("cannot listen on {} (agents.listen)", listener.listen))?;
+    tracing::info!(address = %socket.local_addr()?, pin = %authority.pin()?,
+        advertised = %listener.advertised(), "listening for agents");
+    Ok((
+        AgentListener {
+            listener: socket,
+            router,
+            tls,
+        },
+        karpor_api::AgentHub {
+            enrollment,
+            advertised: listener.advertised(),
+        },
+    ))
+}
+
 /// The REST API's routes and the lines the page lists them by.
 async fn api_routes(
     config: &Config,
     parts: &mut Parts,
     syncer: Option<&Syncer>,
+    agents: Option<karpor_api::AgentHub>,
 ) -> anyhow::Result<(
     axum::Router,
     Vec<String>,
@@ -327,6 +397,7 @@ async fn api_routes(
         live: LiveBounds::new(config.server.limits.live.clone(), &mut parts.registry),
         rule_limits: config.syncer.limits,
         ai,
+        agents,
     });
     let endpoints = karpor_api::endpoints()
         .iter()
@@ -359,17 +430,8 @@ async fn seed_built_ins(metastore: &Metastore) {
 /// Listens on the mode's address, writes the bound one to `address_file`, and says
 /// where to find what this process serves.
 async fn bind(plan: &Plan, address_file: Option<PathBuf>) -> anyhow::Result<TcpListener> {
-    let address = plan.listen;
-    let listener = listen(address).with_context(|| format!("cannot listen on {address}"))?;
+    let listener = bind_at(plan.listen, address_file).await?;
     let bound = listener.local_addr()?;
-    if let Some(path) = address_file {
-        let text = format!("{bound}\n");
-        tokio::task::spawn_blocking(move || {
-            karpor_core::private_file::replace(&path, text.as_bytes())
-                .with_context(|| format!("cannot write {} (--address-file)", path.display()))
-        })
-        .await??;
-    }
     let scheme = if plan.tls.is_some() { "https" } else { "http" };
     if plan.api {
         tracing::info!(
@@ -386,6 +448,24 @@ async fn bind(plan: &Plan, address_file: Option<PathBuf>) -> anyhow::Result<TcpL
             probes = format!("{scheme}://{bound}/readyz"),
             "listening"
         );
+    }
+    Ok(listener)
+}
+
+/// Listens on `address` and writes the bound one to `address_file`.
+pub(crate) async fn bind_at(
+    address: SocketAddr,
+    address_file: Option<PathBuf>,
+) -> anyhow::Result<TcpListener> {
+    let listener = listen(address).with_context(|| format!("cannot listen on {address}"))?;
+    let bound = listener.local_addr()?;
+    if let Some(path) = address_file {
+        let text = format!("{bound}\n");
+        tokio::task::spawn_blocking(move || {
+            karpor_core::private_file::replace(&path, text.as_bytes())
+                .with_context(|| format!("cannot write {} (--address-file)", path.display()))
+        })
+        .await??;
     }
     Ok(listener)
 }

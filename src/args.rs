@@ -25,6 +25,9 @@ pub(crate) enum Command {
     Serve(CommonArgs),
     /// Run the syncer alone, with its own probe port (`syncer.probe_listen`).
     Syncer(CommonArgs),
+    /// Run an agent inside a member cluster: it syncs that cluster and pushes to the hub,
+    /// so the hub holds no credential of it (`agent:`; `--listen` is its probe port).
+    Agent(AgentArgs),
     /// Probe a running instance; exit 0 ready, 1 not ready, 2 unreachable.
     Health(HealthArgs),
     /// Export or import the metadata store's records (to switch backends).
@@ -117,6 +120,15 @@ pub(crate) struct ServerArgs {
     pub token_file: Option<PathBuf>,
 }
 
+/// `cluster add --mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum AddMode {
+    /// Synced by the hub with the kubeconfig (the default without `--mode`).
+    Kubeconfig,
+    /// Synced by an agent in the cluster.
+    Agent,
+}
+
 /// Where a local install listens.
 pub(crate) const DEFAULT_SERVER: &str = "http://127.0.0.1:7443";
 
@@ -186,12 +198,16 @@ pub(crate) enum ClusterCommand {
     Add {
         /// The cluster's name (a DNS-1123 label).
         name: String,
-        /// The kubeconfig file.
-        #[arg(long)]
-        kubeconfig: PathBuf,
+        /// The kubeconfig file (not with `--mode agent`).
+        #[arg(long, required_unless_present = "mode")]
+        kubeconfig: Option<PathBuf>,
         /// The context to use (default: the kubeconfig's current context).
         #[arg(long)]
         context: Option<String>,
+        /// `agent`: an agent inside the cluster syncs it, and the hub holds no credential
+        /// of it; prints the agent's install line with a single-use join token.
+        #[arg(long, value_enum, conflicts_with_all = ["kubeconfig", "context"])]
+        mode: Option<AddMode>,
         #[command(flatten)]
         fields: ClusterFields,
         /// Register it without first checking that its API server answers.
@@ -560,6 +576,25 @@ pub(crate) struct CommonArgs {
     /// or test that asked for port 0 needs to know.
     #[arg(long)]
     pub address_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AgentArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// The hub's agent listener (`https://HOST:PORT`), over `agent.hub`.
+    #[arg(long)]
+    pub hub: Option<String>,
+    /// The hub's pin (`sha256:HEX`), over `agent.pin`.
+    #[arg(long)]
+    pub pin: Option<String>,
+    /// The member cluster's kubeconfig, over `agent.kubeconfig` (default: the pod's own
+    /// ServiceAccount).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where the agent keeps its key and certificate, over `agent.state_file`.
+    #[arg(long)]
+    pub state_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::app::{Application, Mode};
-use crate::args::{Cli, Command, CommonArgs, MetadataCommand};
+use crate::args::{AgentArgs, Cli, Command, CommonArgs, MetadataCommand};
 use crate::config::{self, Overrides};
 use crate::{client, health_cmd, metadata_cmd, shutdown, telemetry};
 
@@ -91,6 +91,61 @@ pub fn run() -> ExitCode {
         }
         Command::Serve(args) => run_app(&args, Mode::Serve),
         Command::Syncer(args) => run_app(&args, Mode::Syncer),
+        Command::Agent(args) => run_agent(&args),
+    }
+}
+
+/// `karpor agent`: the flags over the `agent:` section, checked before anything starts.
+fn run_agent(args: &AgentArgs) -> ExitCode {
+    let common = &args.common;
+    let (mut config, file) = match config::load(common.config.as_deref(), &overrides(common)) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("karpor: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let agent = &mut config.agent;
+    if let Some(hub) = &args.hub {
+        hub.clone_into(&mut agent.hub);
+    }
+    if let Some(pin) = &args.pin {
+        pin.clone_into(&mut agent.pin);
+    }
+    if let Some(path) = &args.kubeconfig {
+        agent.kubeconfig = Some(path.clone());
+    }
+    if let Some(path) = &args.state_file {
+        agent.state_file = path.clone();
+    }
+    if let Some(listen) = common.listen {
+        agent.probe_listen = listen;
+    }
+    if let Err(issue) = agent.validate() {
+        let origin = file
+            .as_ref()
+            .map_or("the command line".to_owned(), |f| f.display().to_string());
+        eprintln!("karpor: {origin}: {issue}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    telemetry::init(&config.log);
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let result = rt.block_on(crate::agent_role::run(
+        config,
+        common.address_file.clone(),
+        shutdown::signal(),
+    ));
+    rt.shutdown_timeout(EXIT_WAIT);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "the agent stopped with an error");
+            eprintln!("karpor: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

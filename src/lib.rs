@@ -1,6 +1,7 @@
 //! The `karpor` binary's library: the command line, the config, and the [`app::Application`]
 //! that assembles the components of `pkg/` from config and runs them until shutdown.
 
+mod agent_role;
 mod app;
 mod args;
 pub mod cli;

@@ -5,13 +5,17 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use karpor_api::types::{ClusterBody, ClusterList, ClusterView, ValidateBody, ValidateView};
+use karpor_api::types::{
+    AgentTokenBody, AgentTokenView, ClusterBody, ClusterList, ClusterView, ValidateBody,
+    ValidateView,
+};
+use karpor_core::model::ClusterMode;
 use karpor_kube::kubeconfig;
 use reqwest::Method;
 
 use super::output::{or, print_json, print_list, print_yaml, Column};
 use super::{body, encode, finish, refused, time_text, Api, Failed};
-use crate::args::{ClusterCommand, ClusterFields, Output, ServerArgs};
+use crate::args::{AddMode, ClusterCommand, ClusterFields, Output, ServerArgs};
 
 /// How often `--wait` asks how far the first sync got.
 const WAIT_POLL: Duration = Duration::from_secs(1);
@@ -27,13 +31,48 @@ async fn dispatch(server: &ServerArgs, command: &ClusterCommand) -> Result<(), F
     match command {
         ClusterCommand::Add {
             name,
+            mode: Some(AddMode::Agent),
+            fields,
+            ..
+        } => {
+            let request = ClusterBody {
+                mode: Some(ClusterMode::Agent),
+                ..fields_body(fields)
+            };
+            let _: ClusterView = api
+                .get(
+                    Method::POST,
+                    &format!("/cluster/{}", encode(name)),
+                    body(&request),
+                )
+                .await?;
+            let issued: AgentTokenView = api
+                .get(
+                    Method::POST,
+                    &format!("/cluster/{}/agent-token", encode(name)),
+                    body(&AgentTokenBody::default()),
+                )
+                .await?;
+            println!("cluster {name} added in agent mode; run its agent with (token single-use, until {}):", issued.expires_at);
+            println!();
+            println!(
+                "  KARPOR_AGENT__TOKEN={} karpor agent --hub {} --pin {}",
+                issued.token, issued.hub, issued.pin
+            );
+        }
+        ClusterCommand::Add {
+            name,
             kubeconfig,
             context,
             fields,
             no_validate,
             wait,
             wait_timeout,
+            ..
         } => {
+            let Some(kubeconfig) = kubeconfig else {
+                return Err(refused("--kubeconfig is required unless --mode agent"));
+            };
             let text = read_kubeconfig(kubeconfig, context.as_deref())?;
             if !no_validate {
                 validate(&api, &text).await?;

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use karpor_agent::config::{AgentConfig, AgentListenerConfig};
 use karpor_ai::AiConfig;
 use karpor_api::{AuthConfig, LimitsConfig};
 use karpor_audit::AuditConfig;
@@ -42,6 +43,10 @@ pub(crate) struct Config {
     pub shutdown: ShutdownConfig,
     /// The model service; AI is off without it.
     pub ai: Option<AiConfig>,
+    /// The listener agents connect to; agent mode is off without it.
+    pub agents: Option<AgentListenerConfig>,
+    /// The agent role's own section (`karpor agent`).
+    pub agent: AgentConfig,
 }
 
 /// Top-level sections; environment variables are read only for these.
@@ -58,6 +63,8 @@ pub(crate) const SECTIONS: &[&str] = &[
     "readiness",
     "shutdown",
     "ai",
+    "agents",
+    "agent",
 ];
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -51,6 +51,9 @@ impl Config {
         if let Some(ai) = &self.ai {
             ai.validate()?;
         }
+        if let Some(agents) = &self.agents {
+            agents.validate()?;
+        }
         self.metadata.validate()?;
         self.storage.validate()?;
         let names = self.check_names()?;

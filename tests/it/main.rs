@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
+mod agent;
 mod ai;
 mod api;
 mod api_schemathesis;

@@ -2,16 +2,22 @@
 //! a single-use join token bound to one cluster ([`token`]), the hub's certificate
 //! authority kept in the metadata store ([`authority`]), the identity an agent's
 //! certificate carries ([`identity`]), the pin an agent checks the hub against ([`pin`]),
-//! the agent's own key ([`key`]) and what it keeps between runs ([`state`]), and enrollment over the metadata store: tokens issued,
-//! redeemed once, certificates renewed and revoked ([`enrollment`]).
+//! the agent's own key ([`key`]) and what it keeps between runs ([`state`]), enrollment
+//! over the metadata store: tokens issued, redeemed once, certificates renewed and revoked
+//! ([`enrollment`]); the link between them: both ends' TLS ([`tls`]), what crosses it
+//! ([`wire`]), both config sections ([`config`]); and the agent role itself ([`role`]).
 
 pub mod authority;
+pub mod config;
 pub mod enrollment;
 pub mod identity;
 pub mod key;
 pub mod pin;
+pub mod role;
 pub mod state;
+pub mod tls;
 pub mod token;
+pub mod wire;
 
 use std::time::Duration;
 

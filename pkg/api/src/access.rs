@@ -33,6 +33,11 @@ pub enum Permission {
     /// The role `auth.pod_logs` names (admin by default): reading the workloads' own
     /// data. Allowed in read-only mode.
     PodLogs,
+    /// The agent listener's join: the body's join token is the credential.
+    AgentJoin,
+    /// The agent listener's other routes: a current agent certificate, whose cluster is
+    /// the only one the route acts on.
+    Agent,
 }
 
 impl Permission {
@@ -44,6 +49,8 @@ impl Permission {
             Permission::Write => "write",
             Permission::Edit => "edit",
             Permission::PodLogs => "pod-logs",
+            Permission::AgentJoin => "agent-join",
+            Permission::Agent => "agent",
         }
     }
 
@@ -64,15 +71,23 @@ impl Permission {
         match self {
             Permission::Public | Permission::Read => Role::Viewer,
             Permission::Edit => Role::Editor,
-            Permission::Admin | Permission::Write => Role::Admin,
+            Permission::Admin | Permission::Write | Permission::AgentJoin | Permission::Agent => {
+                Role::Admin
+            }
             Permission::PodLogs => grants.pod_logs,
         }
     }
 
     /// The refusal for `caller`, or `None` when it may go on.
     fn refusal(self, caller: &Caller, grants: Grants) -> Option<Response> {
-        if self == Permission::Public {
-            return None;
+        match self {
+            Permission::Public => return None,
+            // Users never hold them: they are checked on the agent listener alone.
+            Permission::AgentJoin | Permission::Agent => {
+                let why = "this is an agent's route, served on the agent listener";
+                return Some(ApiError::new(StatusCode::FORBIDDEN, why).into_response());
+            }
+            _ => {}
         }
         let principal = match caller {
             Caller::Refused(Refusal::Unauthenticated(why)) => {

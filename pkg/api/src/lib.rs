@@ -5,6 +5,7 @@
 
 mod access;
 mod access_policies;
+mod agents;
 mod ai;
 mod audit_policy;
 mod auth;
@@ -50,6 +51,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use access::{Endpoint, Permission};
+pub use agents::{agent_endpoints, agent_routes, AgentParts};
 pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, TokenConfig};
 pub use karpor_core::access::Role;
@@ -89,6 +91,16 @@ pub struct ApiParts {
     pub rule_limits: karpor_core::model::RuleLimits,
     /// The model service (`ai`), when configured.
     pub ai: Option<karpor_ai::Ai>,
+    /// Agent mode, when this hub has an agent listener.
+    pub agents: Option<AgentHub>,
+}
+
+/// What the API needs of agent mode: enrollment, and the address install lines give.
+#[derive(Clone)]
+pub struct AgentHub {
+    pub enrollment: karpor_agent::enrollment::Enrollment,
+    /// `https://HOST:PORT` of the agent listener.
+    pub advertised: String,
 }
 
 /// Shared by the handlers.
@@ -109,6 +121,7 @@ pub(crate) struct AppState {
     /// The stored ones, read by every server.
     pub policies: Arc<access_policies::PolicyFeed>,
     pub ai: Option<karpor_ai::Ai>,
+    pub agents: Option<AgentHub>,
 }
 
 /// Every handler's route, each registered once with its permission and its part of the
@@ -213,6 +226,7 @@ pub fn routes_and_check_lines(parts: ApiParts) -> (Router, Arc<dyn karpor_health
         live: parts.live,
         rule_limits: parts.rule_limits,
         ai: parts.ai,
+        agents: parts.agents,
     };
     let authentication = auth::Authentication {
         auth: Arc::new(auth),

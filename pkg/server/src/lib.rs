@@ -11,4 +11,4 @@ mod serve;
 pub use guard::AllowedHosts;
 pub use metrics::{register_process, HttpMetrics};
 pub use router::{router, RouterParts};
-pub use serve::{serve, ConnectionLimits, TlsConfig};
+pub use serve::{serve, ClientCertificate, ConnectionLimits, Tls, TlsConfig};

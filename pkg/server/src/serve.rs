@@ -73,6 +73,20 @@ impl TlsConfig {
     }
 }
 
+/// How a listener speaks TLS: from PEM files (`server.tls`), or a config made in the
+/// process (the agent listener's, whose certificate and client roots come from the
+/// metadata store).
+#[derive(Clone)]
+pub enum Tls {
+    Files(TlsConfig),
+    Config(Arc<rustls::ServerConfig>),
+}
+
+/// The certificate a client presented and the TLS config verified, in each request's
+/// extensions (absent when it presented none).
+#[derive(Debug, Clone)]
+pub struct ClientCertificate(pub rustls::pki_types::CertificateDer<'static>);
+
 /// `server.connections`: what one client may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -140,7 +154,7 @@ impl ConnectionLimits {
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    tls: Option<TlsConfig>,
+    tls: Option<Tls>,
     limits: ConnectionLimits,
     stop: CancellationToken,
     grace: Duration,
@@ -148,7 +162,8 @@ pub async fn serve(
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let acceptor = match tls {
-        Some(files) => Some(tls_acceptor(files).await?),
+        Some(Tls::Files(files)) => Some(tls_acceptor(files).await?),
+        Some(Tls::Config(config)) => Some(TlsAcceptor::from(config)),
         None => None,
     };
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -285,7 +300,8 @@ impl Connection {
         match self.acceptor.clone() {
             None => {
                 let io = Watched::new(stream, activity.clone());
-                self.serve(io, Scheme::Http, activity, tracked).await
+                self.serve(io, (Scheme::Http, None), activity, tracked)
+                    .await
             }
             Some(acceptor) => {
                 let handshake =
@@ -303,18 +319,30 @@ impl Connection {
                     // `notify_one` keeps its wake-up for a waiter that comes later.
                     _ = tracked.state.asked.notified() => return,
                 };
+                let peer = stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|chain| chain.first())
+                    .map(|leaf| ClientCertificate(leaf.clone().into_owned()));
                 let io = Watched::new(stream, activity.clone());
-                self.serve(io, Scheme::Https, activity, tracked).await
+                self.serve(io, (Scheme::Https, peer), activity, tracked)
+                    .await
             }
         }
     }
 
-    async fn serve<I>(self, io: Watched<I>, scheme: Scheme, activity: Activity, tracked: Tracked)
-    where
+    async fn serve<I>(
+        self,
+        io: Watched<I>,
+        came: (Scheme, Option<ClientCertificate>),
+        activity: Activity,
+        tracked: Tracked,
+    ) where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let state = &tracked.state;
-        let service = counted(self.router, state.clone(), scheme);
+        let service = counted(self.router, state.clone(), came);
         let connection = self.builder.serve_connection(TokioIo::new(io), service);
         tokio::pin!(connection);
         let limits = self.limits;
@@ -366,11 +394,12 @@ impl Connection {
 }
 
 /// `router` as a hyper service that counts its connection's requests in flight and tells
-/// each request how it came (for the Origin check).
+/// each request how it came (for the Origin check) and which client certificate it
+/// came with.
 fn counted(
     router: Router,
     state: Arc<ConnectionState>,
-    scheme: Scheme,
+    (scheme, peer): (Scheme, Option<ClientCertificate>),
 ) -> impl hyper::service::Service<
     http::Request<Incoming>,
     Response = http::Response<Body>,
@@ -385,6 +414,9 @@ fn counted(
         let in_flight = InFlight::start(&state);
         let mut request = request.map(Body::new);
         request.extensions_mut().insert(scheme);
+        if let Some(peer) = &peer {
+            request.extensions_mut().insert(peer.clone());
+        }
         let router = router.clone();
         async move {
             let response = router.oneshot(request).await?;

@@ -104,7 +104,7 @@ impl Kubelet {
         let serving = karpor_server::serve(
             listener,
             router,
-            Some(tls),
+            Some(karpor_server::Tls::Files(tls)),
             ConnectionLimits::default(),
             stop.clone(),
             Duration::from_millis(100),

@@ -56,6 +56,7 @@ pub(crate) async fn serve(
         clients: karpor_syncer::client_cache(exec),
         rule_limits: Default::default(),
         ai: ai(&mut registry),
+        agents: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();

@@ -2,6 +2,7 @@
 //! delete; a kubeconfig's upload and validation (`kubeconfigs.rs`). Answers are Karpor's
 //! Cluster resources with karpor's fields beside (`view.rs`).
 
+mod agent;
 mod kubeconfigs;
 mod view;
 
@@ -47,6 +48,8 @@ pub(crate) fn routes() -> Routes {
         .route(Permission::Write, routes!(remove))
         .route(Permission::Admin, routes!(kubeconfigs::upload))
         .route(Permission::Admin, routes!(kubeconfigs::validate))
+        .route(Permission::Write, routes!(agent::issue_token))
+        .route(Permission::Write, routes!(agent::revoke))
 }
 
 /// Karpor's query parameters, and karpor's (unknown ones are ignored, as Karpor does).
@@ -293,6 +296,9 @@ pub(crate) async fn remove(
         .metastore
         .delete::<Cluster>(&name, Some(current.version))
         .await?;
+    if current.record.mode == ClusterMode::Agent {
+        agent::revoke_deleted(&state, &name).await?;
+    }
     state.clients.forget(&name);
     tracing::info!(cluster = %name, by = %by.name, "cluster deregistered");
     Ok(Reply::ok(DELETED))

@@ -246,3 +246,39 @@ pub struct ValidateView {
     pub git_version: String,
     pub platform: String,
 }
+
+/// `POST /cluster/{name}/agent-token`: how long the join token lives (default 1 hour,
+/// at most 24).
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentTokenBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<u64>,
+}
+
+/// A join token for a cluster's agent, shown once: the hub keeps only its digest.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentTokenView {
+    pub cluster: String,
+    /// `karpor-join.CLUSTER.SECRET`: single use.
+    pub token: String,
+    /// The hub authority's pin the agent checks the hub by.
+    pub pin: String,
+    /// The hub's agent listener.
+    pub hub: String,
+    /// RFC 3339.
+    pub expires_at: String,
+    /// The agent's command line, its token from the environment.
+    pub install: String,
+}
+
+/// `DELETE /cluster/{name}/agent`: every certificate of the cluster's agent refused from
+/// now on.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRevokedView {
+    pub cluster: String,
+    /// The generation a new join gets.
+    pub generation: u64,
+}

@@ -22,9 +22,9 @@ pub use ai::{
 pub use audit::{AuditRuleView, PolicyView, Reaudit};
 pub use auth::{AccessPolicyView, GrantView, Identity};
 pub use clusters::{
-    ClusterAccess, ClusterBody, ClusterList, ClusterListAnswer, ClusterMetadata, ClusterSpec,
-    ClusterStatus, ClusterSummary, ClusterView, Credential, RuleInForceView, SyncView, TypeView,
-    UploadView, ValidateBody, ValidateView,
+    AgentRevokedView, AgentTokenBody, AgentTokenView, ClusterAccess, ClusterBody, ClusterList,
+    ClusterListAnswer, ClusterMetadata, ClusterSpec, ClusterStatus, ClusterSummary, ClusterView,
+    Credential, RuleInForceView, SyncView, TypeView, UploadView, ValidateBody, ValidateView,
 };
 pub use envelope::{Envelope, ObjectOrYaml};
 pub use history::{ChangeView, ChangesAnswer, HistoryAnswer, RevisionView};

@@ -97,6 +97,7 @@ impl Setup {
             ai: self
                 .ai
                 .map(|config| karpor_ai::Ai::new(&config, &mut registry).unwrap()),
+            agents: None,
         });
         Api {
             router,

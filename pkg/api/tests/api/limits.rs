@@ -224,6 +224,7 @@ async fn a_backend_down_is_503_without_its_address() {
         clients: karpor_syncer::client_cache(exec),
         rule_limits: Default::default(),
         ai: None,
+        agents: None,
     });
     for path in [
         "/rest-api/v1/search?keyword=x",

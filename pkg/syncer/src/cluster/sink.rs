@@ -14,6 +14,7 @@ use time::OffsetDateTime;
 
 use crate::cluster::sweep::Coverage;
 use crate::ingest::policy::PolicySeen;
+use crate::ingest::transform::{drop_always, ObjectType};
 
 /// A write that failed, in words for the log (it is retried until it succeeds).
 pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
@@ -94,6 +95,62 @@ impl Write {
         }
         self
     }
+
+    /// A write an agent sent, as the hub applies it: into `cluster` (the certificate's),
+    /// each document's object with what no document holds dropped again (a Secret's
+    /// values among them) and its type and name taken from the object itself. A document
+    /// without a uid, or whose object is not an object, refuses the write.
+    pub fn from_agent(self, cluster: &str) -> Result<Write, String> {
+        let mut write = self.into_cluster(cluster);
+        match &mut write {
+            Write::Upsert { documents } => {
+                for upserted in documents {
+                    checked_document(&mut upserted.document)?;
+                }
+            }
+            Write::Delete { uid, .. } | Write::SoftDelete { uid, .. } if uid.is_empty() => {
+                return Err("a delete names no uid".into());
+            }
+            _ => {}
+        }
+        Ok(write)
+    }
+}
+
+/// `document` made to agree with its own object, with what no document holds dropped.
+fn checked_document(document: &mut ResourceDocument) -> Result<(), String> {
+    let Some(root) = document.object.as_object_mut() else {
+        return Err(format!(
+            "document {:?}: its object is not an object",
+            document.uid
+        ));
+    };
+    let text = |value: Option<&serde_json::Value>| {
+        value
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let kind = ObjectType {
+        api_version: text(root.get("apiVersion")),
+        kind: text(root.get("kind")),
+    };
+    let metadata = root.get("metadata");
+    let uid = text(metadata.and_then(|m| m.get("uid")));
+    if uid.is_empty() || uid != document.uid {
+        return Err(format!(
+            "document {:?}: its object's uid differs or is empty",
+            document.uid
+        ));
+    }
+    // The fields search filters on are the object's, so a document cannot say it is
+    // something its object is not (a Secret passed off as a ConfigMap keeps its values).
+    document.api_version.clone_from(&kind.api_version);
+    document.kind.clone_from(&kind.kind);
+    document.namespace = text(metadata.and_then(|m| m.get("namespace")));
+    document.name = text(metadata.and_then(|m| m.get("name")));
+    drop_always(&kind, root);
+    Ok(())
 }
 
 /// Applies `write` to `cluster`'s documents in `storage`; `audit` decides the one finding
@@ -224,6 +281,70 @@ impl From<Vec<CoveredType>> for Coverage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agents_write_lands_in_its_own_cluster_as_its_object_says() {
+        let object = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "n", "uid": "u1", "managedFields": [{}],
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "data": {"k": "dmFsdWU="}, "stringData": {"k": "value"}});
+        let document = ResourceDocument {
+            cluster: "other".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "elsewhere".into(),
+            name: "not-s".into(),
+            uid: "u1".into(),
+            labels: Default::default(),
+            annotations: Default::default(),
+            owner_references: Vec::new(),
+            creation_timestamp: None,
+            deletion_timestamp: None,
+            resource_version: "1".into(),
+            sync_at: OffsetDateTime::UNIX_EPOCH,
+            deleted: false,
+            object,
+            issues: Vec::new(),
+            refs: Vec::new(),
+            history: None,
+        };
+        let upsert = |document: ResourceDocument| Write::Upsert {
+            documents: vec![Upserted {
+                document,
+                history: None,
+            }],
+        };
+        let Ok(Write::Upsert { documents }) = upsert(document.clone()).from_agent("mine") else {
+            panic!("refused");
+        };
+        let got = &documents[0].document;
+        assert_eq!(
+            (
+                got.cluster.as_str(),
+                got.kind.as_str(),
+                got.namespace.as_str(),
+                got.name.as_str()
+            ),
+            ("mine", "Secret", "n", "s")
+        );
+        assert_eq!(got.object["data"]["k"], serde_json::Value::Null);
+        assert_eq!(got.object["stringData"]["k"], serde_json::Value::Null);
+        assert!(got.object["metadata"].get("managedFields").is_none());
+        assert!(got.object["metadata"]["annotations"]
+            .as_object()
+            .unwrap()
+            .is_empty());
+        // A document whose uid is not its object's, or no uid at all, is refused.
+        let mut other = document;
+        other.uid = "u2".into();
+        assert!(upsert(other).from_agent("mine").is_err());
+        let delete = Write::Delete {
+            uid: String::new(),
+            resource_version: None,
+            history: None,
+        };
+        assert!(delete.from_agent("mine").is_err());
+    }
 
     #[test]
     fn a_sweep_reads_back_as_it_was_written() {

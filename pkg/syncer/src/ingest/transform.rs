@@ -29,6 +29,27 @@ impl ObjectType {
     }
 }
 
+/// What no document ever holds, whatever its rule: managed fields, the last-applied
+/// annotation, a Secret's values. The hub applies it again to what agents send.
+pub(crate) fn drop_always(kind: &ObjectType, root: &mut Map<String, Value>) {
+    if let Some(metadata) = root.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
+        if let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.remove(LAST_APPLIED);
+        }
+    }
+    if kind.is_secret() {
+        for field in ["data", "stringData"] {
+            if let Some(values) = root.get_mut(field).and_then(Value::as_object_mut) {
+                values.values_mut().for_each(|v| *v = Value::Null);
+            }
+        }
+    }
+}
+
 /// How one rule's objects are stored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub(crate) struct Trimmer {
@@ -62,22 +83,7 @@ impl Trimmer {
         let root = object.as_object_mut()?;
         root.insert("apiVersion".into(), kind.api_version.clone().into());
         root.insert("kind".into(), kind.kind.clone().into());
-        if let Some(metadata) = root.get_mut("metadata").and_then(Value::as_object_mut) {
-            metadata.remove("managedFields");
-            if let Some(annotations) = metadata
-                .get_mut("annotations")
-                .and_then(Value::as_object_mut)
-            {
-                annotations.remove(LAST_APPLIED);
-            }
-        }
-        if kind.is_secret() {
-            for field in ["data", "stringData"] {
-                if let Some(values) = root.get_mut(field).and_then(Value::as_object_mut) {
-                    values.values_mut().for_each(|v| *v = Value::Null);
-                }
-            }
-        }
+        drop_always(kind, root);
         // Before the rule's trimming, which may drop what the auditors and the relation
         // rules read.
         let issues = karpor_audit::audit(&object, &ingest.audit);

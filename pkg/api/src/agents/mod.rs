@@ -1,0 +1,268 @@
+//! The agent listener's routes (`/agent/v1`, on a listener of their own whose TLS asks
+//! for the hub authority's client certificates): join with a token, renew, the plan, and
+//! the writes. Each route is registered once with its [`Permission`]: `agent-join` (the
+//! body's join token is the credential) or `agent` (a verified certificate whose
+//! generation is current, for a cluster registered in agent mode). The cluster a route
+//! acts on is the certificate's alone ([`AgentIdentity`]); no payload names it.
+
+mod routes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
+use axum::{Extension, Router};
+use karpor_agent::enrollment::Enrollment;
+use karpor_agent::identity::AgentIdentity;
+use karpor_agent::wire::{self, Certified, WriteBatch};
+use karpor_agent::AgentError;
+use karpor_audit::AuditConfig;
+use karpor_core::model::{Cluster, ClusterMode};
+use karpor_metastore::Metastore;
+use karpor_server::ClientCertificate;
+use karpor_storage::Storage;
+use karpor_syncer::HistorySettings;
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+
+use crate::access::{Endpoint, Permission, ACCESS_LOG};
+use crate::envelope::ApiError;
+
+/// Requests the agent listener serves at once, every agent together.
+const CONCURRENCY: usize = 256;
+/// The longest an agent's request may take (a batch waits for storage's commit).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the agent routes work with.
+pub struct AgentParts {
+    pub metastore: Metastore,
+    pub storage: Arc<dyn Storage>,
+    pub enrollment: Enrollment,
+    /// The config file's audit policy (a stored one replaces it in the plan).
+    pub audit: AuditConfig,
+    pub history: HistorySettings,
+}
+
+#[derive(Clone)]
+struct AgentState {
+    metastore: Metastore,
+    storage: Arc<dyn Storage>,
+    enrollment: Enrollment,
+    audit: Arc<AuditConfig>,
+    history: HistorySettings,
+}
+
+/// The routes of the agent listener, each with its permission.
+struct AgentRoutes {
+    router: Router<AgentState>,
+    endpoints: Vec<Endpoint>,
+}
+
+impl AgentRoutes {
+    fn route(
+        mut self,
+        permission: Permission,
+        method: Method,
+        path: &str,
+        handler: MethodRouter<AgentState>,
+    ) -> Self {
+        let full = format!("{}{path}", wire::PREFIX);
+        self.endpoints.push(Endpoint::new(method, full, permission));
+        let checked = handler.route_layer(axum::middleware::from_fn(
+            move |request: Request, next: Next| authorize(permission, request, next),
+        ));
+        self.router = self.router.route(path, checked);
+        self
+    }
+}
+
+fn table() -> AgentRoutes {
+    use axum::routing::{get, post};
+    AgentRoutes {
+        router: Router::new(),
+        endpoints: Vec::new(),
+    }
+    .route(
+        Permission::AgentJoin,
+        Method::POST,
+        wire::JOIN,
+        post(routes::join),
+    )
+    .route(
+        Permission::Agent,
+        Method::POST,
+        wire::RENEW,
+        post(routes::renew),
+    )
+    .route(
+        Permission::Agent,
+        Method::GET,
+        wire::PLAN,
+        get(routes::plan),
+    )
+    .route(
+        Permission::Agent,
+        Method::POST,
+        wire::WRITES,
+        post(routes::writes),
+    )
+}
+
+/// Every route of the agent listener, with its permission.
+pub fn agent_endpoints() -> Vec<Endpoint> {
+    let mut endpoints = table().endpoints;
+    endpoints.sort();
+    endpoints
+}
+
+/// The agent listener's router: its routes under [`wire::PREFIX`], bounded in body size,
+/// time and requests at once, every answer in the envelope.
+pub fn agent_routes(parts: AgentParts) -> Router {
+    let state = AgentState {
+        metastore: parts.metastore,
+        storage: parts.storage,
+        enrollment: parts.enrollment,
+        audit: Arc::new(parts.audit),
+        history: parts.history,
+    };
+    let routes = table()
+        .router
+        .fallback(crate::envelope::not_found)
+        .layer(Extension(state.clone()))
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(wire::MAX_BODY_BYTES))
+        .layer(RequestBodyLimitLayer::new(wire::MAX_BODY_BYTES))
+        .layer(GlobalConcurrencyLimitLayer::new(CONCURRENCY))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            REQUEST_TIMEOUT,
+        ))
+        .layer(axum::middleware::from_fn(crate::envelope::envelope));
+    Router::new().nest(wire::PREFIX, routes)
+}
+
+/// The per-route check: an `agent` route needs a current agent certificate of a cluster
+/// registered in agent mode; its identity goes to the handler.
+async fn authorize(permission: Permission, mut request: Request, next: Next) -> Response {
+    let Some(state) = request.extensions().get::<AgentState>().cloned() else {
+        tracing::error!("an agent route was reached without its state");
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "access is not configured",
+        )
+        .into_response();
+    };
+    match permission {
+        Permission::AgentJoin => {}
+        Permission::Agent => {
+            let certificate = request.extensions().get::<ClientCertificate>().cloned();
+            match agent_of(&state, certificate).await {
+                Ok(identity) => {
+                    request.extensions_mut().insert(identity);
+                }
+                Err(refusal) => {
+                    tracing::info!(target: ACCESS_LOG, permission = permission.as_str(),
+                        path = request.uri().path(), status = refusal.status.as_u16(),
+                        why = %refusal.message, outcome = "refused", "access");
+                    return refusal.into_response();
+                }
+            }
+        }
+        _ => {
+            tracing::error!(
+                permission = permission.as_str(),
+                "a user permission on an agent route"
+            );
+            return ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "access is not configured",
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Who the certificate names, when it is current and its cluster is an agent's.
+async fn agent_of(
+    state: &AgentState,
+    certificate: Option<ClientCertificate>,
+) -> Result<AgentIdentity, ApiError> {
+    let certificate = certificate.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "an agent certificate from the hub's authority is required",
+        )
+    })?;
+    let identity = AgentIdentity::from_certificate(&certificate.0).map_err(refused)?;
+    state.enrollment.check(&identity).await.map_err(refused)?;
+    agent_cluster(&state.metastore, identity.cluster.as_ref()).await?;
+    Ok(identity)
+}
+
+/// `Ok` when `cluster` is registered in agent mode.
+async fn agent_cluster(metastore: &Metastore, cluster: &str) -> Result<(), ApiError> {
+    match metastore.get::<Cluster>(cluster).await? {
+        Some(stored) if stored.record.mode == ClusterMode::Agent => Ok(()),
+        Some(_) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("cluster {cluster:?} is not registered in agent mode"),
+        )),
+        None => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("cluster {cluster:?} is not registered"),
+        )),
+    }
+}
+
+/// An identity step's failure as the agent reads it; no secret is in any message.
+fn refused(e: AgentError) -> ApiError {
+    match e {
+        AgentError::JoinRefused(_) | AgentError::CertificateRefused(_) => {
+            ApiError::new(StatusCode::UNAUTHORIZED, e.to_string())
+        }
+        AgentError::Malformed(_) => ApiError::bad_request(e.to_string()),
+        AgentError::Store(store) => store.into(),
+        AgentError::Authority(_) | AgentError::State(_) => {
+            tracing::error!(error = %e, "agent identity");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the hub cannot issue certificates now",
+            )
+        }
+    }
+}
+
+fn certified(issued: karpor_agent::authority::Issued, authority: String) -> Certified {
+    Certified {
+        certificate: issued.certificate_pem,
+        authority,
+        not_after: issued.not_after.unix_timestamp(),
+    }
+}
+
+/// The batch's writes for `cluster`, checked and bounded, before any is applied.
+fn checked_batch(batch: WriteBatch, cluster: &str) -> Result<Vec<karpor_syncer::Write>, ApiError> {
+    if batch.writes.len() > wire::MAX_WRITES {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a batch holds at most {} writes", wire::MAX_WRITES),
+        ));
+    }
+    if batch.documents() > wire::MAX_DOCUMENTS {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a batch holds at most {} documents", wire::MAX_DOCUMENTS),
+        ));
+    }
+    batch
+        .writes
+        .into_iter()
+        .map(|write| write.from_agent(cluster).map_err(ApiError::bad_request))
+        .collect()
+}

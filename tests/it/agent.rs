@@ -1,0 +1,268 @@
+//! Agent mode end to end, on the real binary: a hub (`karpor serve` with `agents:`), a
+//! cluster registered in agent mode (the hub holds no kubeconfig of it), a join token
+//! from the API, and `karpor agent` syncing the first test kube-apiserver into the hub's
+//! storage. Then what an agent must not be able to do: reuse a token, join a hub whose
+//! pin differs, write another cluster's documents, keep Secret values, outlive a
+//! revocation.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::Duration;
+
+use karpor_agent::key::AgentKey;
+use karpor_agent::state::AgentState;
+use karpor_storage::{ResourceDocument, Storage, StorageConfig};
+use karpor_testkit::cluster::{configmaps, kube_name as unique, namespaces, Kube, LIMIT};
+use karpor_testkit::process::{get, wait_for, Karpor, Spawn};
+use karpor_testkit::services::APISERVER_TOKEN;
+use serde_json::{json, Value};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn call(hub: &Karpor, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .request(method, hub.url(&format!("/rest-api/v1{path}")))
+        .bearer_auth(hub.local_token())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn agent_config(hub: &str, pin: &str, token: &str, dir: &Path, kubeconfig: &str) -> String {
+    let member = dir.join("member.kubeconfig");
+    std::fs::write(&member, kubeconfig).unwrap();
+    format!(
+        "shutdown: {{drain_delay: 1s}}\n\
+         agent: {{hub: '{hub}', pin: '{pin}', token: '{token}', kubeconfig: '{}', \
+         state_file: '{}', plan_interval: 1s, request_timeout: 10s}}\n",
+        member.display(),
+        dir.join("agent-state.json").display()
+    )
+}
+
+fn spawn_agent<'a>(config: &'a str, dir: &'a Path) -> Spawn<'a> {
+    Spawn {
+        command: "agent",
+        ..Spawn::serve(config)
+    }
+    .in_dir(dir)
+}
+
+/// A client of the hub's agent listener holding the agent's own certificate, as a
+/// compromised agent would use it.
+fn as_the_agent(state_file: &Path) -> reqwest::Client {
+    let state = AgentState::load(state_file).unwrap().unwrap();
+    let key = AgentKey::from_pem(&state.state.key_pem).unwrap();
+    let tls =
+        karpor_agent::tls::agent_client(state.pin, Some((&state.state.certificate_pem, &key)))
+            .unwrap();
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .build()
+        .unwrap()
+}
+
+fn forged(cluster: &str, uid: &str, kind: &str, object: Value) -> Value {
+    json!({"cluster": cluster, "apiVersion": "v1", "kind": kind, "namespace": "default",
+        "name": uid, "uid": uid, "labels": {}, "annotations": {}, "ownerReferences": [],
+        "creationTimestamp": null, "deletionTimestamp": null, "resourceVersion": "1",
+        "syncAt": "2026-12-07T00:00:00Z", "deleted": false, "object": object})
+}
+
+async fn find(storage: &dyn Storage, query: &str) -> Vec<ResourceDocument> {
+    let query = karpor_search::parse(query).unwrap();
+    storage.search(&query, 0, 50).await.unwrap().items
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_syncs_its_cluster_into_the_hub_and_nothing_else() {
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
+    let hub_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let hub_config = format!(
+        "shutdown: {{drain_delay: 1s}}\nagents: {{listen: '127.0.0.1:{port}', names: ['127.0.0.1', localhost]}}\n"
+    );
+    let hub = Spawn::serve(&hub_config).in_dir(hub_dir.path()).start();
+    let cluster = unique("agent");
+
+    // Registered without a kubeconfig; a token for it, and the install line.
+    let (status, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{cluster}"),
+        json!({"mode": "agent"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{cluster}/agent-token"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let issued = &body["data"];
+    let (token, pin, address) = (
+        issued["token"].as_str().unwrap().to_owned(),
+        issued["pin"].as_str().unwrap().to_owned(),
+        issued["hub"].as_str().unwrap().to_owned(),
+    );
+    assert_eq!(address, format!("https://127.0.0.1:{port}"));
+    assert!(issued["install"].as_str().unwrap().contains(&pin), "{body}");
+
+    // A hub whose pin is another's: the agent never joins (so never sends its token).
+    let wrong_dir = tempfile::tempdir().unwrap();
+    let wrong_pin = format!("sha256:{}", "0".repeat(64));
+    let wrong = agent_config(
+        &address,
+        &wrong_pin,
+        &token,
+        wrong_dir.path(),
+        &kube.kubeconfig,
+    );
+    let wrong_agent = spawn_agent(&wrong, wrong_dir.path()).start();
+    wait_for(LIMIT, "the agent refuses a hub of another pin", || {
+        let logs = wrong_agent.logs();
+        async move { logs.contains("does not match the pin") }
+    })
+    .await;
+    let (code, readyz) = get(&wrong_agent.url("/readyz")).await;
+    assert_eq!(code, 503, "{readyz}");
+    assert!(readyz.contains("[-] Hub failed"), "{readyz}");
+    assert!(!wrong_dir.path().join("agent-state.json").exists());
+    drop(wrong_agent);
+
+    // The real agent: joins, syncs.
+    let agent_dir = tempfile::tempdir().unwrap();
+    let config = agent_config(&address, &pin, &token, agent_dir.path(), &kube.kubeconfig);
+    let agent = spawn_agent(&config, agent_dir.path()).start();
+    let storage = karpor_storage::connect(&StorageConfig::Sqlite {
+        path: hub_dir.path().join("data/resources.db"),
+    })
+    .await
+    .unwrap();
+    let ns = unique("agent-ns");
+    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+        .await;
+    kube.create(
+        &configmaps(),
+        Some(&ns),
+        json!({"metadata": {"name": "through-the-agent"}}),
+    )
+    .await;
+    let query = format!(
+        "select * from resources where cluster = '{cluster}' and kind = 'ConfigMap' and namespace = '{ns}'"
+    );
+    wait_for(
+        LIMIT,
+        "the agent's ConfigMap is in the hub's storage",
+        || {
+            let (storage, query) = (storage.clone(), query.clone());
+            async move { find(storage.as_ref(), &query).await.len() == 1 }
+        },
+    )
+    .await;
+    let probe = agent.url("/readyz");
+    wait_for(LIMIT, "the agent is ready", || {
+        let probe = probe.clone();
+        async move {
+            let (code, body) = get(&probe).await;
+            code == 200 && body.contains("[+] Hub ok")
+        }
+    })
+    .await;
+
+    // The token was used: another agent with it is refused and stops.
+    let again_dir = tempfile::tempdir().unwrap();
+    let again = agent_config(&address, &pin, &token, again_dir.path(), &kube.kubeconfig);
+    let mut second = spawn_agent(&again, again_dir.path()).start();
+    let exited = second.wait_exit(Duration::from_secs(30));
+    assert!(exited.is_some_and(|s| !s.success()), "{}", second.logs());
+    assert!(second.logs().contains("used already"), "{}", second.logs());
+
+    // A forged write: another cluster named, a Secret's values, a ConfigMap that is a
+    // Secret by its object. All land in the agent's own cluster, values dropped.
+    let as_agent = as_the_agent(&agent_dir.path().join("agent-state.json"));
+    let writes = format!("{address}/agent/v1/writes");
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "forged-secret", "namespace": "default", "uid": "forged-secret"},
+        "data": {"password": "c2VjcmV0"}});
+    let batch = json!({"writes": [{"op": "upsert", "documents": [
+        forged("someone-else", "forged-secret", "ConfigMap", secret),
+    ]}]});
+    let response = as_agent.post(&writes).json(&batch).send().await.unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        200,
+        "{}",
+        response.text().await.unwrap()
+    );
+    assert!(find(
+        storage.as_ref(),
+        "select * from resources where cluster = 'someone-else'"
+    )
+    .await
+    .is_empty());
+    let landed = find(
+        storage.as_ref(),
+        &format!("select * from resources where cluster = '{cluster}' and name = 'forged-secret'"),
+    )
+    .await;
+    assert_eq!(landed.len(), 1);
+    assert_eq!(landed[0].kind, "Secret", "the object's own kind");
+    assert_eq!(landed[0].object["data"]["password"], Value::Null);
+
+    // The hub holds no credential of the member cluster.
+    let (_, view) = call(
+        &hub,
+        reqwest::Method::GET,
+        &format!("/cluster/{cluster}"),
+        Value::Null,
+    )
+    .await;
+    assert!(!view.to_string().contains(APISERVER_TOKEN), "{view}");
+    assert!(!hub.logs().contains(APISERVER_TOKEN));
+
+    // Revoked: the agent's certificate is refused at once.
+    let (status, body) = call(
+        &hub,
+        reqwest::Method::DELETE,
+        &format!("/cluster/{cluster}/agent"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let refused = as_agent.post(&writes).json(&batch).send().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    let text = refused.text().await.unwrap();
+    assert!(text.contains("revoked"), "{text}");
+    drop(agent);
+
+    // The CLI registers a cluster in agent mode and prints the install line.
+    let printed = std::process::Command::new(karpor_testkit::process::binary())
+        .args(["cluster", "add", &unique("by-cli"), "--mode", "agent"])
+        .args(["--server", &hub.url(""), "--token", &hub.local_token()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&printed.stdout);
+    assert!(
+        printed.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    assert!(
+        text.contains(&format!("karpor agent --hub {address} --pin {pin}")),
+        "{text}"
+    );
+    assert!(text.contains("KARPOR_AGENT__TOKEN=karpor-join."), "{text}");
+}
