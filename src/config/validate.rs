@@ -112,6 +112,7 @@ impl Config {
         all.extend(self.metadata.secrets());
         all.extend(self.storage.secrets());
         all.extend(self.ai.iter().flat_map(karpor_ai::AiConfig::secrets));
+        all.extend(self.agent.secrets());
         all
     }
 }
