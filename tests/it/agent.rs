@@ -182,6 +182,10 @@ async fn an_agent_syncs_its_cluster_into_the_hub_and_nothing_else() {
     })
     .await;
 
+    // No syncer of the hub holds the agent's cluster, and none has to.
+    let (code, readyz) = get(&hub.url("/readyz")).await;
+    assert_eq!(code, 200, "{readyz}");
+
     // The token was used: another agent with it is refused and stops.
     let again_dir = tempfile::tempdir().unwrap();
     let again = agent_config(&address, &pin, &token, again_dir.path(), &kube.kubeconfig);
