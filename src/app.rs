@@ -327,7 +327,8 @@ async fn agent_listener(
     listener: &karpor_agent::config::AgentListenerConfig,
     parts: &Parts,
 ) -> anyhow::Result<(AgentListener, karpor_api::AgentHub)> {
-    let enrollment = karpor_agent::enrollment::Enrollment::new(parts.metastore.clone());
+    let enrollment = karpor_agent::enrollment::Enrollment::new(parts.metastore.clone())
+        .with_certificate_lifetime(listener.certificate_lifetime);
     let authority = enrollment
         .authority()
         .await

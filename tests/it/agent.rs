@@ -270,3 +270,85 @@ async fn an_agent_syncs_its_cluster_into_the_hub_and_nothing_else() {
     );
     assert!(text.contains("KARPOR_AGENT__TOKEN=karpor-join."), "{text}");
 }
+
+/// Certificates of 30 s: the agent renews past two thirds of that while it syncs, and a
+/// change made after the renewal still reaches the hub (the new certificate is used).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_renews_its_certificate_and_goes_on_syncing() {
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
+    let hub_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let hub_config = format!(
+        "shutdown: {{drain_delay: 1s}}\nagents: {{listen: '127.0.0.1:{port}', names: ['127.0.0.1'], certificate_lifetime: 30s}}\n"
+    );
+    let hub = Spawn::serve(&hub_config).in_dir(hub_dir.path()).start();
+    let cluster = unique("renewing");
+    let (status, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{cluster}"),
+        json!({"mode": "agent"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (_, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{cluster}/agent-token"),
+        json!({}),
+    )
+    .await;
+    let issued = &body["data"];
+    let agent_dir = tempfile::tempdir().unwrap();
+    let config = agent_config(
+        issued["hub"].as_str().unwrap(),
+        issued["pin"].as_str().unwrap(),
+        issued["token"].as_str().unwrap(),
+        agent_dir.path(),
+        &kube.kubeconfig,
+    );
+    let agent = spawn_agent(&config, agent_dir.path()).start();
+    let state_file = agent_dir.path().join("agent-state.json");
+    wait_for(LIMIT, "the agent joined", || {
+        let exists = state_file.exists();
+        async move { exists }
+    })
+    .await;
+    let first = AgentState::load(&state_file).unwrap().unwrap().not_after;
+    wait_for(LIMIT, "the agent renewed its certificate", || {
+        let logs = agent.logs();
+        async move { logs.contains("renewed the certificate") }
+    })
+    .await;
+    let renewed = AgentState::load(&state_file).unwrap().unwrap();
+    assert!(
+        renewed.not_after > first,
+        "{first} then {}",
+        renewed.not_after
+    );
+    assert_eq!(renewed.identity.cluster.to_string(), cluster);
+
+    let storage = karpor_storage::connect(&StorageConfig::Sqlite {
+        path: hub_dir.path().join("data/resources.db"),
+    })
+    .await
+    .unwrap();
+    let ns = unique("renewed-ns");
+    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+        .await;
+    kube.create(
+        &configmaps(),
+        Some(&ns),
+        json!({"metadata": {"name": "after-renewal"}}),
+    )
+    .await;
+    let query = format!(
+        "select * from resources where cluster = '{cluster}' and kind = 'ConfigMap' and namespace = '{ns}'"
+    );
+    wait_for(LIMIT, "a change after the renewal reaches the hub", || {
+        let (storage, query) = (storage.clone(), query.clone());
+        async move { find(storage.as_ref(), &query).await.len() == 1 }
+    })
+    .await;
+    assert!(!agent.logs().contains("cannot renew"), "{}", agent.logs());
+}

@@ -24,6 +24,13 @@ const AUTHORITY_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60
 /// Certificates start a little before they are made: clocks differ.
 const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
 
+/// How far before `now` a certificate of `lifetime` starts: at most a tenth of the
+/// lifetime, so that agents, which renew past two thirds of the validity, do not find a
+/// short certificate due for renewal the moment it is issued.
+fn backdated(now: OffsetDateTime, lifetime: Duration) -> OffsetDateTime {
+    now - CLOCK_SKEW.min(lifetime / 10)
+}
+
 pub struct Authority {
     certificate_pem: String,
     certificate_der: CertificateDer<'static>,
@@ -120,7 +127,7 @@ impl Authority {
             vec![SanType::URI(identity.uri().try_into().map_err(authority)?)];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        params.not_before = now - CLOCK_SKEW;
+        params.not_before = backdated(now, lifetime);
         params.not_after = now + lifetime;
         params.serial_number = Some(serial()?);
         params.use_authority_key_identifier_extension = true;

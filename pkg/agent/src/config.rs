@@ -24,7 +24,19 @@ pub struct AgentListenerConfig {
     /// port when unset.
     #[serde(default)]
     pub advertise: Option<String>,
+    /// How long an agent's certificate is valid; agents renew it past two thirds.
+    #[serde(default = "default_certificate_lifetime", with = "humantime_serde")]
+    pub certificate_lifetime: Duration,
 }
+
+fn default_certificate_lifetime() -> Duration {
+    crate::CERTIFICATE_LIFETIME
+}
+
+/// The shortest certificate lifetime: renewal needs time to happen.
+const MIN_CERTIFICATE_LIFETIME: Duration = Duration::from_secs(30);
+/// The longest: a stolen certificate lives until revoked or expired.
+const MAX_CERTIFICATE_LIFETIME: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
 /// How many names the listener's certificate may hold.
 const MAX_NAMES: usize = 32;
@@ -47,6 +59,15 @@ impl AgentListenerConfig {
         }
         if let Some(advertise) = &self.advertise {
             hub_url(advertise).map_err(|why| ConfigIssue::new("agents.advertise", why))?;
+        }
+        let lifetime = self.certificate_lifetime;
+        if !(MIN_CERTIFICATE_LIFETIME..=MAX_CERTIFICATE_LIFETIME).contains(&lifetime) {
+            return Err(ConfigIssue::new(
+                "agents.certificate_lifetime",
+                format_args!(
+                    "between {MIN_CERTIFICATE_LIFETIME:?} and {MAX_CERTIFICATE_LIFETIME:?}"
+                ),
+            ));
         }
         Ok(())
     }
@@ -223,6 +244,7 @@ mod tests {
             listen: "0.0.0.0:7446".parse().unwrap(),
             names: vec!["hub.example".into(), "10.0.0.1".into()],
             advertise: None,
+            certificate_lifetime: default_certificate_lifetime(),
         };
         assert!(config.validate().is_ok());
         assert_eq!(config.advertised(), "https://hub.example:7446");
@@ -230,5 +252,11 @@ mod tests {
         assert_eq!(config.validate().unwrap_err().key(), "agents.names[2]");
         config.names.clear();
         assert_eq!(config.validate().unwrap_err().key(), "agents.names");
+        config.names.push("hub.example".into());
+        config.certificate_lifetime = Duration::from_secs(1);
+        assert_eq!(
+            config.validate().unwrap_err().key(),
+            "agents.certificate_lifetime"
+        );
     }
 }

@@ -17,13 +17,21 @@ const HOUR: Duration = Duration::from_secs(3600);
 
 /// A state as an agent writes it after joining the hub of `dir`'s store as `edge-1`.
 async fn joined(dir: &tempfile::TempDir) -> AgentState {
+    joined_for(dir, None).await
+}
+
+/// As [`joined`], with certificates of `lifetime` when given.
+async fn joined_for(dir: &tempfile::TempDir, lifetime: Option<Duration>) -> AgentState {
     let store = connect(&MetastoreConfig::Sqlite {
         path: dir.path().join("metadata.db"),
         encryption_key_file: None,
     })
     .await
     .unwrap();
-    let enrollment = Enrollment::new(store);
+    let enrollment = match lifetime {
+        Some(lifetime) => Enrollment::new(store).with_certificate_lifetime(lifetime),
+        None => Enrollment::new(store),
+    };
     let (token, pin) = enrollment
         .issue_token(&"edge-1".parse().unwrap(), HOUR)
         .await
@@ -114,4 +122,18 @@ async fn renewal_comes_past_two_thirds_of_the_validity_jittered_earlier() {
     let wait = checked.renew_in(now, 0.0);
     assert!(wait > Duration::from_secs(15 * 3600) && wait < Duration::from_secs(17 * 3600));
     assert_eq!(checked.renew_in(checked.not_after, 0.0), Duration::ZERO);
+}
+
+/// Certificates start before they are made (clocks differ), but by no more than a tenth
+/// of their lifetime: a 30 s certificate is not due for renewal the moment it arrives.
+#[tokio::test]
+async fn a_short_certificate_is_not_due_for_renewal_when_issued() {
+    let dir = tempfile::tempdir().unwrap();
+    let lifetime = Duration::from_secs(30);
+    let checked = joined_for(&dir, Some(lifetime)).await.check().unwrap();
+    let wait = checked.renew_in(OffsetDateTime::now_utc(), 1.0);
+    assert!(
+        wait > Duration::from_secs(10) && wait < lifetime,
+        "renewal due in {wait:?}"
+    );
 }

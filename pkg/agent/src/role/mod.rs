@@ -78,24 +78,27 @@ pub async fn run(parts: RoleParts, stop: CancellationToken) -> Result<(), RoleEr
         &plan,
     );
     let jitter = unit_random();
-    let mut renew_in = state.renew_in(OffsetDateTime::now_utc(), jitter);
+    // A deadline, not a wait: each plan poll goes round the loop, and a wait started
+    // afresh each time would never end.
+    let renew_at = |wait: Duration| tokio::time::Instant::now() + wait;
+    let mut renewal = renew_at(state.renew_in(OffsetDateTime::now_utc(), jitter));
     let mut backoff = FIRST_BACKOFF;
     loop {
         parts.link.tried();
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep(config.plan_interval) => follow(&hub, &sync).await,
-            _ = tokio::time::sleep(renew_in) => {
+            _ = tokio::time::sleep_until(renewal) => {
                 match renew(&hub, &state, &config.state_file).await {
                     Ok(renewed) => {
                         state = renewed;
-                        renew_in = state.renew_in(OffsetDateTime::now_utc(), jitter);
+                        renewal = renew_at(state.renew_in(OffsetDateTime::now_utc(), jitter));
                         backoff = FIRST_BACKOFF;
                         tracing::info!(not_after = %state.not_after, "renewed the certificate");
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot renew the certificate; trying again");
-                        renew_in = jittered(backoff);
+                        renewal = renew_at(jittered(backoff));
                         backoff = (backoff * 2).min(MAX_BACKOFF);
                     }
                 }

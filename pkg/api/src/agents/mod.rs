@@ -220,8 +220,9 @@ async fn agent_cluster(metastore: &Metastore, cluster: &str) -> Result<(), ApiEr
     }
 }
 
-/// An identity step's failure as the agent reads it; no secret is in any message.
-fn refused(e: AgentError) -> ApiError {
+/// An identity step's failure as the agent (or the admin issuing its token) reads it; no
+/// secret is in any message.
+pub(crate) fn refused(e: AgentError) -> ApiError {
     match e {
         AgentError::JoinRefused(_) | AgentError::CertificateRefused(_) => {
             ApiError::new(StatusCode::UNAUTHORIZED, e.to_string())
@@ -232,7 +233,7 @@ fn refused(e: AgentError) -> ApiError {
             tracing::error!(error = %e, "agent identity");
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "the hub cannot issue certificates now",
+                "the hub cannot issue agent credentials now",
             )
         }
     }
@@ -265,4 +266,28 @@ fn checked_batch(batch: WriteBatch, cluster: &str) -> Result<Vec<karpor_syncer::
         .into_iter()
         .map(|write| write.from_agent(cluster).map_err(ApiError::bad_request))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The join alone takes no certificate; every other route needs an agent's.
+    #[test]
+    fn each_agent_route_is_registered_with_its_permission() {
+        let lines: Vec<(String, Permission)> = agent_endpoints()
+            .into_iter()
+            .map(|e| (e.line(), e.permission))
+            .collect();
+        let expected = [
+            ("GET", wire::PLAN, Permission::Agent),
+            ("POST", wire::JOIN, Permission::AgentJoin),
+            ("POST", wire::RENEW, Permission::Agent),
+            ("POST", wire::WRITES, Permission::Agent),
+        ]
+        .map(|(method, path, permission)| {
+            (format!("{method}\t{}{path}", wire::PREFIX), permission)
+        });
+        assert_eq!(lines, expected);
+    }
 }

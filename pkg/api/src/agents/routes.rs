@@ -6,6 +6,7 @@ use axum::Extension;
 use karpor_agent::identity::AgentIdentity;
 use karpor_agent::token::JoinToken;
 use karpor_agent::wire::{Certified, JoinRequest, RenewRequest, WriteBatch, Written};
+use karpor_agent::AgentError;
 use karpor_syncer::SyncPlan;
 
 use super::{agent_cluster, certified, checked_batch, refused, AgentState};
@@ -20,7 +21,16 @@ pub(super) async fn join(
 ) -> ApiResult<Certified> {
     let token: JoinToken = body.token.parse().map_err(refused)?;
     let cluster = token.cluster().to_string();
-    agent_cluster(&state.metastore, &cluster).await?;
+    // Tokens are issued for agent clusters alone, so another cluster's is no token: the
+    // same refusal, not one telling an unauthenticated caller which clusters exist.
+    agent_cluster(&state.metastore, &cluster)
+        .await
+        .map_err(|e| match e.status {
+            StatusCode::FORBIDDEN => refused(AgentError::JoinRefused(
+                "it is not the cluster's current token",
+            )),
+            _ => e,
+        })?;
     let joined = state.enrollment.join(&token, &body.request).await;
     let outcome = if joined.is_ok() { "allowed" } else { "refused" };
     tracing::info!(target: ACCESS_LOG, who = %format!("agent:{cluster}"),

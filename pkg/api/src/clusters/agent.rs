@@ -11,6 +11,7 @@ use karpor_core::names::ClusterName;
 use time::format_description::well_known::Rfc3339;
 
 use super::find;
+use crate::agents::refused;
 use crate::auth::Principal;
 use crate::body::Body;
 use crate::envelope::{ApiError, ApiResult, Reply};
@@ -36,7 +37,7 @@ pub(crate) async fn issue_token(
         .enrollment
         .issue_token(&cluster, ttl)
         .await
-        .map_err(identity_error)?;
+        .map_err(refused)?;
     let expires_at = (time::OffsetDateTime::now_utc() + ttl)
         .format(&Rfc3339)
         .unwrap_or_default();
@@ -64,11 +65,7 @@ pub(crate) async fn revoke(
 ) -> ApiResult<AgentRevokedView> {
     let hub = agent_hub(&state)?;
     let cluster = agent_cluster(&state, &name).await?;
-    let generation = hub
-        .enrollment
-        .revoke(&cluster)
-        .await
-        .map_err(identity_error)?;
+    let generation = hub.enrollment.revoke(&cluster).await.map_err(refused)?;
     tracing::info!(cluster = %cluster, by = %by.name, generation, "agent revoked");
     Ok(Reply::ok(AgentRevokedView {
         cluster: cluster.to_string(),
@@ -85,7 +82,7 @@ pub(super) async fn revoke_deleted(state: &AppState, name: &str) -> Result<(), A
         .revoke(&cluster)
         .await
         .map(|_| ())
-        .map_err(identity_error)
+        .map_err(refused)
 }
 
 fn agent_hub(state: &AppState) -> Result<&AgentHub, ApiError> {
@@ -107,18 +104,4 @@ async fn agent_cluster(state: &AppState, name: &str) -> Result<ClusterName, ApiE
     }
     name.parse()
         .map_err(|_| ApiError::bad_request(format!("{name:?} is not a cluster name")))
-}
-
-fn identity_error(e: karpor_agent::AgentError) -> ApiError {
-    match e {
-        karpor_agent::AgentError::Malformed(why) => ApiError::bad_request(why),
-        karpor_agent::AgentError::Store(store) => store.into(),
-        other => {
-            tracing::error!(error = %other, "agent enrollment");
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the hub cannot issue agent credentials now",
-            )
-        }
-    }
 }
