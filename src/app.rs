@@ -335,12 +335,14 @@ async fn agent_listener(
         .context("cannot read or make the agents' certificate authority")?;
     let tls = karpor_agent::tls::hub_server(&authority, &listener.names)
         .context("cannot make the agent listener's certificate")?;
+    let sessions = Arc::new(karpor_api::AgentSessions::default());
     let router = karpor_api::agent_routes(karpor_api::AgentParts {
         metastore: parts.metastore.clone(),
         storage: parts.storage.clone(),
         enrollment: enrollment.clone(),
         audit: config.audit.clone(),
         history: config.syncer.settings().history,
+        sessions: sessions.clone(),
     });
     let socket = listen(listener.listen)
         .with_context(|| format!("cannot listen on {} (agents.listen)", listener.listen))?;
@@ -355,6 +357,7 @@ async fn agent_listener(
         karpor_api::AgentHub {
             enrollment,
             advertised: listener.advertised(),
+            sessions,
         },
     ))
 }

@@ -17,7 +17,7 @@ use karpor_testkit::process::{get, wait_for, Karpor, Spawn};
 use karpor_testkit::services::APISERVER_TOKEN;
 use serde_json::{json, Value};
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -25,7 +25,12 @@ fn free_port() -> u16 {
         .port()
 }
 
-async fn call(hub: &Karpor, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn call(
+    hub: &Karpor,
+    method: reqwest::Method,
+    path: &str,
+    body: Value,
+) -> (u16, Value) {
     let response = reqwest::Client::new()
         .request(method, hub.url(&format!("/rest-api/v1{path}")))
         .bearer_auth(hub.local_token())
@@ -37,7 +42,13 @@ async fn call(hub: &Karpor, method: reqwest::Method, path: &str, body: Value) ->
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-fn agent_config(hub: &str, pin: &str, token: &str, dir: &Path, kubeconfig: &str) -> String {
+pub(crate) fn agent_config(
+    hub: &str,
+    pin: &str,
+    token: &str,
+    dir: &Path,
+    kubeconfig: &str,
+) -> String {
     let member = dir.join("member.kubeconfig");
     std::fs::write(&member, kubeconfig).unwrap();
     format!(
@@ -49,7 +60,7 @@ fn agent_config(hub: &str, pin: &str, token: &str, dir: &Path, kubeconfig: &str)
     )
 }
 
-fn spawn_agent<'a>(config: &'a str, dir: &'a Path) -> Spawn<'a> {
+pub(crate) fn spawn_agent<'a>(config: &'a str, dir: &'a Path) -> Spawn<'a> {
     Spawn {
         command: "agent",
         ..Spawn::serve(config)

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
 mod agent;
+mod agent_live;
 mod ai;
 mod api;
 mod api_schemathesis;

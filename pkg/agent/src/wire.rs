@@ -74,3 +74,90 @@ pub struct Written {
     /// Documents the batch's purges and sweeps removed.
     pub removed: u64,
 }
+
+/// `GET`: the control stream, hub to agent, one [`Control`] per line, for as long as the
+/// agent stays connected.
+pub const CONTROL: &str = "/control";
+/// `POST /replies/{id}`: the answer to the live read `id` ([`LiveRequest`]): a
+/// [`ReplyHead`] line, then the answer's bytes (JSON, or a log's text).
+pub const REPLIES: &str = "/replies";
+/// The route of one reply, in axum's path syntax.
+pub const REPLY_ROUTE: &str = "/replies/{id}";
+
+/// The longest line of the control stream, and of a reply's head.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// The largest answer to an object or events read (a log is bounded by its own limits).
+pub const MAX_REPLY_BYTES: usize = 4 * 1024 * 1024;
+/// How often the hub writes on an idle control stream, so both ends see a dead link.
+pub const CONTROL_PING: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long the agent waits for a line of the control stream before it reconnects.
+pub const CONTROL_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+/// The most events an agent answers for one read.
+pub const MAX_EVENTS: usize = 1_000;
+/// Live reads one agent serves at once (and the hub sends it at once).
+pub const MAX_READS_AT_ONCE: usize = 32;
+/// The longest a live read may run, whatever the hub asks (a followed log's stream).
+pub const MAX_READ_FOR: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+/// The largest log an agent sends when the hub asks for no byte limit and no follow.
+pub const MAX_LOG_BYTES: i64 = 64 * 1024 * 1024;
+
+/// One line of the control stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    content = "of",
+    rename_all = "camelCase",
+    deny_unknown_fields
+)]
+pub enum Control {
+    /// A live read to serve and reply to.
+    Read(LiveRequest),
+    /// The hub no longer waits for this read's reply.
+    Cancel(u64),
+    /// Nothing to do: the link is alive.
+    Ping,
+}
+
+/// A live read the hub asks of the agent, to be answered within `within_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LiveRequest {
+    pub id: u64,
+    pub within_ms: u64,
+    pub read: LiveRead,
+}
+
+/// The reads an agent serves: nothing else can be asked, whatever the hub sends (no
+/// exec, attach, port-forward, proxy or write has a shape here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "read",
+    content = "of",
+    rename_all = "camelCase",
+    deny_unknown_fields
+)]
+pub enum LiveRead {
+    Object(karpor_kube::reads::ObjectRef),
+    Events(karpor_kube::reads::EventsRef),
+    Log(karpor_kube::reads::LogRef),
+}
+
+/// How a live read went, the first line of its reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "camelCase", deny_unknown_fields)]
+pub enum ReplyHead {
+    /// The answer follows: an object's JSON, a JSON list of events, or a log's text.
+    Ok,
+    /// The cluster has no such object.
+    NotFound,
+    /// The cluster serves no such kind.
+    NoKind,
+    /// The request does not fit the kind (a namespace for a cluster-scoped kind).
+    Scope { message: String },
+    /// The member API server answered this status.
+    Status { code: u16, message: String },
+    /// The agent does not serve this request.
+    Refused { message: String },
+    /// The member cluster did not answer.
+    Failed { message: String },
+}

@@ -23,7 +23,6 @@ mod oidc;
 mod openapi;
 mod params;
 mod policy;
-mod redact;
 mod resource_groups;
 mod scope;
 mod search;
@@ -51,7 +50,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use access::{Endpoint, Permission};
-pub use agents::{agent_endpoints, agent_routes, AgentParts};
+pub use agents::{agent_endpoints, agent_routes, AgentParts, AgentSessions};
 pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, TokenConfig};
 pub use karpor_core::access::Role;
@@ -95,12 +94,14 @@ pub struct ApiParts {
     pub agents: Option<AgentHub>,
 }
 
-/// What the API needs of agent mode: enrollment, and the address install lines give.
+/// What the API needs of agent mode: enrollment, the address install lines give, and
+/// the connected agents (live reads of their clusters go through them).
 #[derive(Clone)]
 pub struct AgentHub {
     pub enrollment: karpor_agent::enrollment::Enrollment,
     /// `https://HOST:PORT` of the agent listener.
     pub advertised: String,
+    pub sessions: Arc<AgentSessions>,
 }
 
 /// Shared by the handlers.

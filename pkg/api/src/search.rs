@@ -20,10 +20,10 @@ use crate::access::{Permission, Routes};
 use crate::auth::Principal;
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::{ErrorEnvelope, Errors};
-use crate::redact;
 use crate::scope::Visible;
 use crate::types::{Envelope, SearchItem, SearchPage, TotalRelation};
 use crate::AppState;
+use karpor_kube::redact;
 
 /// Largest page.
 pub(crate) const MAX_PAGE_SIZE: u64 = 1000;

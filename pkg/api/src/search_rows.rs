@@ -15,10 +15,10 @@ use utoipa_axum::routes;
 use crate::access::{Permission, Routes};
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::Errors;
-use crate::redact::LAST_APPLIED;
 use crate::scope::Visible;
 use crate::search::{page_and_size, COUNT_UP_TO};
 use crate::types::{Envelope, SearchRows, TotalRelation};
+use karpor_kube::redact::LAST_APPLIED;
 
 pub(crate) fn routes() -> Routes {
     Routes::new().route(Permission::Read, routes!(rows))

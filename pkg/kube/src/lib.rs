@@ -12,6 +12,8 @@ mod exec;
 pub mod kubeconfig;
 mod outbound;
 pub mod quantity;
+pub mod reads;
+pub mod redact;
 pub mod yaml;
 
 use std::sync::{Arc, OnceLock};

@@ -97,6 +97,54 @@ impl Hub {
             .await
     }
 
+    /// The control stream: the hub's lines until either end leaves. No time limit: the
+    /// reader notices an idle link by the hub's pings missing.
+    pub(crate) async fn control(&self) -> Result<reqwest::Response, HubError> {
+        let client = self.client.borrow().clone();
+        let url = format!("{}{}{}", self.base, wire::PREFIX, wire::CONTROL);
+        let response = client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| HubError::Unreachable(describe(&e)))?;
+        if response.status() != StatusCode::OK {
+            let status = response.status().as_u16();
+            let bytes = read_bounded(response).await?;
+            return Err(HubError::Refused {
+                status,
+                message: refusal(&bytes),
+            });
+        }
+        Ok(response)
+    }
+
+    /// Posts the reply to read `id`, its body streamed, within `within`.
+    pub(crate) async fn reply(
+        &self,
+        id: u64,
+        body: reqwest::Body,
+        within: Duration,
+    ) -> Result<(), HubError> {
+        let client = self.client.borrow().clone();
+        let url = format!("{}{}{}/{id}", self.base, wire::PREFIX, wire::REPLIES);
+        let response = client
+            .post(url)
+            .timeout(within)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| HubError::Unreachable(describe(&e)))?;
+        let status = response.status();
+        let bytes = read_bounded(response).await?;
+        if status != StatusCode::OK {
+            return Err(HubError::Refused {
+                status: status.as_u16(),
+                message: refusal(&bytes),
+            });
+        }
+        Ok(())
+    }
+
     async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         method: reqwest::Method,
@@ -105,7 +153,7 @@ impl Hub {
     ) -> Result<T, HubError> {
         let client = self.client.borrow().clone();
         let url = format!("{}{}{path}", self.base, wire::PREFIX);
-        let mut request = client.request(method, url);
+        let mut request = client.request(method, url).timeout(self.timeout);
         if let Some(body) = body {
             request = request.json(body);
         }
@@ -176,7 +224,7 @@ fn client(
     reqwest::Client::builder()
         .use_preconfigured_tls(tls)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .timeout(timeout)
+        // No time limit for the client: each request sets its own, the control stream none.
         .redirect(reqwest::redirect::Policy::none())
         // No proxy from the environment: the pin is checked end to end anyway, but the
         // agent's route to the hub is its config's, not its pod's environment's.

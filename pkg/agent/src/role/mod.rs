@@ -5,8 +5,11 @@
 //! backoff; only a refusal that retrying cannot change (a used token, a revoked
 //! certificate at join) ends it.
 
+mod backoff;
+mod control;
 mod hub;
 pub mod link;
+mod serve;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,12 +24,10 @@ use crate::config::AgentConfig;
 use crate::key::AgentKey;
 use crate::state::{AgentState, Checked};
 use crate::AgentError;
+pub use backoff::MAX_BACKOFF;
+use backoff::{jittered, unit_random, FIRST_BACKOFF};
 use hub::{Hub, HubError, HubSink};
 use link::Link;
-
-/// The longest wait between two tries of the hub.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 
 /// What the agent role works with.
 pub struct RoleParts {
@@ -67,6 +68,12 @@ pub async fn run(parts: RoleParts, stop: CancellationToken) -> Result<(), RoleEr
         return Ok(());
     };
     let client = member_client(config, &parts.exec).await?;
+    // Live reads through the control stream, beside the sync: one never waits on the other.
+    let control = tokio::spawn(control::run(
+        hub.clone(),
+        client.clone(),
+        stop.child_token(),
+    ));
     let sync = RemoteSync::start(
         RemoteParts {
             cluster: cluster.clone(),
@@ -106,6 +113,7 @@ pub async fn run(parts: RoleParts, stop: CancellationToken) -> Result<(), RoleEr
         }
     }
     sync.stop().await;
+    let _ = control.await;
     Ok(())
 }
 
@@ -301,18 +309,4 @@ async fn off_runtime<T: Send + 'static>(
         .await
         .map_err(|e| RoleError::Config(format!("a file task failed: {e}")))?
         .map_err(RoleError::from)
-}
-
-/// 0 to 1, from the system's random source (0.5 when it has none).
-fn unit_random() -> f64 {
-    let mut bytes = [0u8; 4];
-    match getrandom::fill(&mut bytes) {
-        Ok(()) => f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX),
-        Err(_) => 0.5,
-    }
-}
-
-/// Half to all of `wait`, so agents cut off together do not come back together.
-fn jittered(wait: Duration) -> Duration {
-    wait.mul_f64(0.5 + unit_random() / 2.0)
 }

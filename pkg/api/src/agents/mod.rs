@@ -5,7 +5,9 @@
 //! generation is current, for a cluster registered in agent mode). The cluster a route
 //! acts on is the certificate's alone ([`AgentIdentity`]); no payload names it.
 
+mod control;
 mod routes;
+pub(crate) mod sessions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,9 +34,12 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::access::{Endpoint, Permission, ACCESS_LOG};
 use crate::envelope::ApiError;
+pub use sessions::AgentSessions;
 
 /// Requests the agent listener serves at once, every agent together.
 const CONCURRENCY: usize = 256;
+/// Control streams and replies open at once, every agent together.
+const STREAMS: usize = 4096;
 /// The longest an agent's request may take (a batch waits for storage's commit).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -46,6 +51,8 @@ pub struct AgentParts {
     /// The config file's audit policy (a stored one replaces it in the plan).
     pub audit: AuditConfig,
     pub history: HistorySettings,
+    /// The agents connected to this hub, shared with the REST API's live reads.
+    pub sessions: Arc<AgentSessions>,
 }
 
 #[derive(Clone)]
@@ -55,11 +62,22 @@ struct AgentState {
     enrollment: Enrollment,
     audit: Arc<AuditConfig>,
     history: HistorySettings,
+    sessions: Arc<AgentSessions>,
+}
+
+/// How long a route's exchange lasts, which decides the bounds it runs under.
+#[derive(Clone, Copy)]
+enum Lasting {
+    /// A request and its answer: body and time limits.
+    Exchange,
+    /// A stream (the control stream, a reply): bounded by its own deadline and lines.
+    Stream,
 }
 
 /// The routes of the agent listener, each with its permission.
 struct AgentRoutes {
-    router: Router<AgentState>,
+    exchanges: Router<AgentState>,
+    streams: Router<AgentState>,
     endpoints: Vec<Endpoint>,
 }
 
@@ -67,6 +85,7 @@ impl AgentRoutes {
     fn route(
         mut self,
         permission: Permission,
+        lasting: Lasting,
         method: Method,
         path: &str,
         handler: MethodRouter<AgentState>,
@@ -76,40 +95,63 @@ impl AgentRoutes {
         let checked = handler.route_layer(axum::middleware::from_fn(
             move |request: Request, next: Next| authorize(permission, request, next),
         ));
-        self.router = self.router.route(path, checked);
+        match lasting {
+            Lasting::Exchange => self.exchanges = self.exchanges.route(path, checked),
+            Lasting::Stream => self.streams = self.streams.route(path, checked),
+        }
         self
     }
 }
 
 fn table() -> AgentRoutes {
     use axum::routing::{get, post};
+    use Lasting::{Exchange, Stream};
     AgentRoutes {
-        router: Router::new(),
+        exchanges: Router::new(),
+        streams: Router::new(),
         endpoints: Vec::new(),
     }
     .route(
         Permission::AgentJoin,
+        Exchange,
         Method::POST,
         wire::JOIN,
         post(routes::join),
     )
     .route(
         Permission::Agent,
+        Exchange,
         Method::POST,
         wire::RENEW,
         post(routes::renew),
     )
     .route(
         Permission::Agent,
+        Exchange,
         Method::GET,
         wire::PLAN,
         get(routes::plan),
     )
     .route(
         Permission::Agent,
+        Exchange,
         Method::POST,
         wire::WRITES,
         post(routes::writes),
+    )
+    .route(
+        Permission::Agent,
+        Stream,
+        Method::GET,
+        wire::CONTROL,
+        get(control::control),
+    )
+    .route(
+        Permission::Agent,
+        Stream,
+        Method::POST,
+        wire::REPLY_ROUTE,
+        post(control::reply),
     )
 }
 
@@ -129,19 +171,28 @@ pub fn agent_routes(parts: AgentParts) -> Router {
         enrollment: parts.enrollment,
         audit: Arc::new(parts.audit),
         history: parts.history,
+        sessions: parts.sessions,
     };
-    let routes = table()
-        .router
-        .fallback(crate::envelope::not_found)
-        .layer(Extension(state.clone()))
-        .with_state(state)
+    let AgentRoutes {
+        exchanges, streams, ..
+    } = table();
+    let exchanges = exchanges
         .layer(DefaultBodyLimit::max(wire::MAX_BODY_BYTES))
         .layer(RequestBodyLimitLayer::new(wire::MAX_BODY_BYTES))
         .layer(GlobalConcurrencyLimitLayer::new(CONCURRENCY))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             REQUEST_TIMEOUT,
-        ))
+        ));
+    // Streams: a reply's reader bounds its size and time; sessions are one per cluster.
+    let streams = streams
+        .layer(DefaultBodyLimit::disable())
+        .layer(GlobalConcurrencyLimitLayer::new(STREAMS));
+    let routes = exchanges
+        .merge(streams)
+        .fallback(crate::envelope::not_found)
+        .layer(Extension(state.clone()))
+        .with_state(state)
         .layer(axum::middleware::from_fn(crate::envelope::envelope));
     Router::new().nest(wire::PREFIX, routes)
 }
@@ -280,9 +331,11 @@ mod tests {
             .map(|e| (e.line(), e.permission))
             .collect();
         let expected = [
+            ("GET", wire::CONTROL, Permission::Agent),
             ("GET", wire::PLAN, Permission::Agent),
             ("POST", wire::JOIN, Permission::AgentJoin),
             ("POST", wire::RENEW, Permission::Agent),
+            ("POST", wire::REPLY_ROUTE, Permission::Agent),
             ("POST", wire::WRITES, Permission::Agent),
         ]
         .map(|(method, path, permission)| {

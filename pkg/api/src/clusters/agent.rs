@@ -66,6 +66,7 @@ pub(crate) async fn revoke(
     let hub = agent_hub(&state)?;
     let cluster = agent_cluster(&state, &name).await?;
     let generation = hub.enrollment.revoke(&cluster).await.map_err(refused)?;
+    hub.sessions.close(&cluster);
     tracing::info!(cluster = %cluster, by = %by.name, generation, "agent revoked");
     Ok(Reply::ok(AgentRevokedView {
         cluster: cluster.to_string(),
@@ -78,11 +79,9 @@ pub(super) async fn revoke_deleted(state: &AppState, name: &str) -> Result<(), A
     let (Some(hub), Ok(cluster)) = (&state.agents, name.parse::<ClusterName>()) else {
         return Ok(());
     };
-    hub.enrollment
-        .revoke(&cluster)
-        .await
-        .map(|_| ())
-        .map_err(refused)
+    hub.enrollment.revoke(&cluster).await.map_err(refused)?;
+    hub.sessions.close(&cluster);
+    Ok(())
 }
 
 fn agent_hub(state: &AppState) -> Result<&AgentHub, ApiError> {

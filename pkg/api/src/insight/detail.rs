@@ -15,14 +15,13 @@ use super::one;
 use crate::access::ACCESS_LOG;
 use crate::auth::Principal;
 use crate::envelope::{ApiError, Reply};
-use crate::live::object::ReadError;
 use crate::locator::Locator;
 use crate::openapi::Errors;
 use crate::params::{yaml, Format};
-use crate::redact;
 use crate::scope::{Object as ScopedObject, Visible};
 use crate::types::{DetailedObject, Envelope, ObjectOrYaml, Provenance};
 use crate::AppState;
+use karpor_kube::redact;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -143,30 +142,15 @@ async fn live(
         )));
     };
     let target = crate::live::object_ref(at).map_err(bad)?;
-    let client = crate::live::client(state, visible, &cluster).await?;
-    let read = crate::live::bounded(&cluster, async {
-        Ok(crate::live::object::read(client, &target).await)
-    })
-    .await
-    .map_err(bad)?;
-    let object = match read {
+    let source = crate::live::source(state, visible, &cluster).await?;
+    let object = match source.object(&target).await.map_err(bad)? {
         // Judged by what the cluster answered, not by what was asked.
-        Ok(Some(object)) if visible.object(seen(&cluster, &object)) => object,
-        Ok(_) => {
+        Some(object) if visible.object(seen(&cluster, &object)) => object,
+        _ => {
             return Err(bad(ApiError::not_found(format!(
                 "no {} {:?} in the cluster now",
                 target.kind, target.name
             ))))
-        }
-        Err(ReadError::NoKind) => {
-            return Err(bad(ApiError::not_found(format!(
-                "cluster {cluster:?} serves no {} {}",
-                target.api_version, target.kind
-            ))))
-        }
-        Err(ReadError::Scope(why)) => return Err(bad(ApiError::bad_request(why))),
-        Err(ReadError::Cluster(e)) => {
-            return Err(bad(crate::live::unreachable(cluster.as_str(), &e)))
         }
     };
     Ok((

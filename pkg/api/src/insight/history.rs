@@ -17,9 +17,9 @@ use utoipa::IntoParams;
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::locator::Locator;
 use crate::openapi::Errors;
-use crate::redact;
 use crate::scope::Visible;
 use crate::types::{ChangeView, ChangesAnswer, Count, Envelope, HistoryAnswer, RevisionView};
+use karpor_kube::redact;
 
 /// Revisions answered at most, and by default.
 const MAX_REVISIONS: usize = 1_000;

@@ -19,10 +19,11 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::io::{AsyncBufRead, AsyncBufReadExt};
-use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
+use futures::{Stream, StreamExt, TryStreamExt};
+use karpor_agent::wire::{LiveRead, ReplyHead};
 use karpor_core::names::{self, ClusterName, ContainerName, Namespace, ObjectName};
-use kube::api::{Api, LogParams};
+use karpor_kube::reads::{self, LogRef};
+use kube::api::LogParams;
 use serde::Deserialize;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -30,6 +31,7 @@ use tokio::time::Instant;
 use utoipa::IntoParams;
 
 use super::bounds::{LiveLimits, StreamSlot};
+use super::source::{AgentLink, Source};
 use crate::auth::{Grants, Principal};
 use crate::envelope::{ApiError, Unenveloped};
 use crate::openapi::Errors;
@@ -43,6 +45,9 @@ const DEFAULT_TAIL_LINES: u32 = 1000;
 const MAX_LINE: usize = 64 << 10;
 /// How long the cluster has to start answering.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an agent streams a followed log: the hub ends the stream sooner, at
+/// `server.limits.live.log_stream_for`, and the agent is told to stop then.
+const AGENT_LOG_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 /// How much of a download is read at a time.
 const CHUNK: usize = 16 << 10;
 /// Lines read for a diagnosis when the caller asks for no `tailLines`.
@@ -256,9 +261,14 @@ async fn open(
         namespace,
         name: pod,
     } = at;
-    let client = super::client(state, visible, cluster).await?;
-    let pods: Api<Pod> = Api::namespaced(client, namespace);
-    match tokio::time::timeout(OPEN_TIMEOUT, pods.log_stream(pod, params)).await {
+    let source = super::source(state, visible, cluster).await?;
+    let at = LogRef::new(namespace.clone(), pod.clone(), params)
+        .map_err(|e| ApiError::bad_request(e).into_response())?;
+    let client = match source {
+        Source::Kube(_, client) => client,
+        Source::Agent(link) => return through_agent(&link, at, params).await,
+    };
+    match tokio::time::timeout(OPEN_TIMEOUT, reads::log(client, &at)).await {
         Ok(Ok(reader)) => Ok(Box::pin(reader)),
         Ok(Err(kube::Error::Api(status))) => Err(refused(
             cluster,
@@ -273,6 +283,37 @@ async fn open(
             format!("cluster {cluster:?} did not answer within {OPEN_TIMEOUT:?}"),
         )
         .into_response()),
+    }
+}
+
+/// The log through the cluster's agent: its head within [`OPEN_TIMEOUT`], its lines until
+/// the agent's deadline (the stream's own length, or a download's).
+async fn through_agent(
+    link: &AgentLink,
+    at: LogRef,
+    params: &LogParams,
+) -> Result<Reader, Response> {
+    let (cluster, namespace, pod) = (&link.cluster, at.namespace.clone(), at.pod.clone());
+    let within = match params.follow {
+        true => AGENT_LOG_FOR,
+        false => DIAGNOSIS_READ_FOR.max(OPEN_TIMEOUT),
+    };
+    let answer = tokio::time::timeout(OPEN_TIMEOUT, link.ask(LiveRead::Log(at), within))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("cluster {cluster:?}'s agent did not answer within {OPEN_TIMEOUT:?}"),
+            )
+            .into_response()
+        })?
+        .map_err(IntoResponse::into_response)?;
+    match answer.head {
+        ReplyHead::Ok => Ok(Box::pin(answer.body.into_async_read())),
+        ReplyHead::Status { code, message } => {
+            Err(refused(cluster, &namespace, &pod, code, &message))
+        }
+        head => Err(super::source::refusal(cluster, head).into_response()),
     }
 }
 

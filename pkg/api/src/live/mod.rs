@@ -7,7 +7,9 @@
 
 pub(crate) mod bounds;
 pub(crate) mod logs;
-pub(crate) mod object;
+#[cfg(test)]
+mod object_tests;
+pub(crate) mod source;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -22,9 +24,8 @@ use futures::Stream;
 use k8s_openapi::api::core::v1::Event;
 use karpor_core::model::Cluster;
 use karpor_core::names::{self, ApiVersion, ClusterName, KindName, Namespace, ObjectName};
+use karpor_kube::reads::{EventsRef, ObjectRef};
 use karpor_kube::Timeouts;
-use kube::api::{Api, ListParams};
-use kube::Client;
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::IntoParams;
@@ -34,11 +35,12 @@ use crate::auth::Principal;
 use crate::envelope::{ApiError, Reply, Unenveloped};
 use crate::locator::{Locator, Scope};
 use crate::openapi::Errors;
-use crate::redact;
 use crate::scope::{Object as ScopedObject, Visible};
 use crate::types::StreamedEvent;
 use crate::AppState;
 use bounds::StreamSlot;
+use karpor_kube::redact;
+use source::{AgentLink, Source};
 
 const TIMEOUTS: Timeouts = Timeouts {
     connect: Duration::from_secs(5),
@@ -58,13 +60,14 @@ pub(crate) fn routes() -> Routes {
         .route(Permission::PodLogs, routes!(logs::pod_log))
 }
 
-/// The client of a registered cluster, for one call taken from the cluster's budget.
-/// A cluster the caller does not see is not found, as an unregistered one.
-pub(crate) async fn client(
+/// Where a registered cluster is read, for one call taken from the cluster's budget: the
+/// hub's client of it, or its agent. A cluster the caller does not see is not found, as
+/// an unregistered one.
+pub(crate) async fn source(
     state: &AppState,
     visible: &Visible,
     cluster: &ClusterName,
-) -> Result<Client, Response> {
+) -> Result<Source, Response> {
     let record = match visible.cluster(cluster) {
         true => state.metastore.get::<Cluster>(cluster.as_str()).await,
         false => Ok(None),
@@ -72,19 +75,24 @@ pub(crate) async fn client(
     let Some(record) = record.map_err(|e| ApiError::from(e).into_response())? else {
         return Err(ApiError::not_found(format!("cluster {cluster:?} not found")).into_response());
     };
-    if !record.record.synced_by_hub() {
-        // Live reads through the agent's own connection are not served yet.
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("cluster {cluster:?} is synced by its agent: live reads through agents are not served yet"),
-        )
-        .into_response());
-    }
     state
         .live
         .call(cluster)
         .map_err(IntoResponse::into_response)?;
-    state
+    if !record.record.synced_by_hub() {
+        let Some(hub) = &state.agents else {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("cluster {cluster:?} is synced by its agent, and this hub has no agent listener (agents:)"),
+            )
+            .into_response());
+        };
+        return Ok(Source::Agent(AgentLink {
+            cluster: cluster.clone(),
+            sessions: hub.sessions.clone(),
+        }));
+    }
+    let client = state
         .clients
         .get(cluster.as_str(), &record.record.kubeconfig.0)
         .await
@@ -94,7 +102,8 @@ pub(crate) async fn client(
                 format!("cannot reach cluster {cluster:?}: {e}"),
             )
             .into_response()
-        })
+        })?;
+    Ok(Source::Kube(cluster.clone(), client))
 }
 
 /// A live call bounded by [`TIMEOUTS`]: the shared client's own read timeout is the
@@ -114,13 +123,13 @@ pub(crate) async fn bounded<T>(
 }
 
 /// What a live object read names, from a locator: all of apiVersion, kind and name.
-pub(crate) fn object_ref(at: &Locator) -> Result<object::ObjectRef, ApiError> {
+pub(crate) fn object_ref(at: &Locator) -> Result<ObjectRef, ApiError> {
     let (Some(api_version), Some(kind), Some(name)) = (&at.api_version, &at.kind, &at.name) else {
         return Err(ApiError::bad_request(
             "live detail needs cluster, apiVersion, kind and name",
         ));
     };
-    Ok(object::ObjectRef {
+    Ok(ObjectRef {
         api_version: api_version.clone(),
         kind: kind.clone(),
         namespace: at.namespace.clone(),
@@ -164,47 +173,41 @@ fn about_visible(visible: &Visible, cluster: &str, event: &Event) -> bool {
     })
 }
 
+/// Which events `at` locates: those about one object, a kind, or all in a namespace or
+/// the cluster.
+fn events_ref(at: &Locator) -> Result<EventsRef, ApiError> {
+    let name = || at.name.clone();
+    let kind = || at.kind.clone();
+    match at.scope() {
+        Scope::Resource | Scope::NonNamespacedResource => Ok(EventsRef {
+            namespace: at.namespace.clone(),
+            kind: kind(),
+            name: name(),
+        }),
+        Scope::Gvk | Scope::ClusterGvkNamespace => Ok(EventsRef {
+            namespace: at.namespace.clone(),
+            kind: kind(),
+            name: None,
+        }),
+        Scope::Namespace => Ok(EventsRef {
+            namespace: at.namespace.clone(),
+            ..EventsRef::default()
+        }),
+        Scope::Cluster => Ok(EventsRef::default()),
+        Scope::Custom => Err(ApiError::bad_request(
+            "events are of a resource, a kind, a namespace or a cluster",
+        )),
+    }
+}
+
 /// The events of what `at` locates that the caller sees, newest first.
 async fn list_events(
-    client: Client,
+    source: &Source,
     visible: &Visible,
     at: &Locator,
-    cluster: &ClusterName,
 ) -> Result<Vec<Event>, ApiError> {
-    let mut selectors = Vec::new();
-    let namespace = match at.scope() {
-        Scope::Resource | Scope::NonNamespacedResource => {
-            selectors.push(format!(
-                "involvedObject.name={}",
-                at.name().unwrap_or_default()
-            ));
-            selectors.push(format!(
-                "involvedObject.kind={}",
-                at.kind().unwrap_or_default()
-            ));
-            at.namespace()
-        }
-        Scope::Gvk | Scope::ClusterGvkNamespace => {
-            selectors.push(format!(
-                "involvedObject.kind={}",
-                at.kind().unwrap_or_default()
-            ));
-            at.namespace()
-        }
-        Scope::Namespace => at.namespace(),
-        Scope::Cluster => None,
-        Scope::Custom => {
-            return Err(ApiError::bad_request(
-                "events are of a resource, a kind, a namespace or a cluster",
-            ))
-        }
-    };
-    let api: Api<Event> = match namespace {
-        Some(ns) => Api::namespaced(client, ns),
-        None => Api::all(client),
-    };
-    let params = ListParams::default().fields(&selectors.join(","));
-    let mut events = bounded(cluster, api.list(&params)).await?.items;
+    let cluster = source.cluster();
+    let mut events = source.events(&events_ref(at)?).await?;
     // The selector cannot say the API group: the kind's version is checked here.
     if let Some(api_version) = at.api_version() {
         events.retain(|e| {
@@ -235,8 +238,8 @@ pub(crate) async fn events(
             ApiError::bad_request("events are of one cluster: give cluster").into_response(),
         );
     };
-    let client = client(&state, &visible, &cluster).await?;
-    let events = list_events(client, &visible, &at, &cluster)
+    let source = source(&state, &visible, &cluster).await?;
+    let events = list_events(&source, &visible, &at)
         .await
         .map_err(IntoResponse::into_response)?;
     let events: Vec<Value> = events
@@ -350,8 +353,8 @@ fn frames(
             if started.elapsed() > STREAM_FOR {
                 return None;
             }
-            let frame = match client(&state, &visible, &cluster).await {
-                Ok(client) => match list_events(client, &visible, &at, &cluster).await {
+            let frame = match source(&state, &visible, &cluster).await {
+                Ok(source) => match list_events(&source, &visible, &at).await {
                     Ok(events) => frame_of(&events, wanted.as_deref()),
                     Err(e) => warning(&e.message),
                 },

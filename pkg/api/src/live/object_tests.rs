@@ -1,4 +1,5 @@
-//! No value of any locator field changes the path karpor asks a member API server for:
+//! No value of any locator field changes the path karpor asks a member API server for
+//! ([`karpor_kube::reads::object`], the hub's and the agent's read alike):
 //! the requests kube-rs actually sends are recorded by a stand-in transport (the real
 //! API server's side of this is `tests/security/live.rs`).
 
@@ -9,9 +10,9 @@ use kube::client::Body;
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::{read, ReadError};
 use crate::live::object_ref;
 use crate::locator::Locator;
+use karpor_kube::reads::{object as read, ReadError};
 
 /// Answers discovery of the core group (ConfigMaps, namespaced; Nodes, cluster-scoped)
 /// and any object read with a ConfigMap; records every request's path and query.

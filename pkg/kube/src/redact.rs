@@ -2,21 +2,21 @@
 //! own `kind`, and each item of a list), never from what the caller asked for: a Secret's
 //! values, the managed fields, and kubectl's last-applied copy (which holds a Secret's
 //! values too). Every route that answers objects, stored or live, passes them through
-//! [`object`].
+//! [`object`], and so does an agent before a live answer leaves its cluster.
 
 use serde_json::Value;
 
 /// What Karpor writes where it keeps a field's place but not its value.
-pub(crate) const REDACTED: &str = "[redacted]";
+pub const REDACTED: &str = "[redacted]";
 
 /// kubectl keeps the whole applied object here, Secret values included.
-pub(crate) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Fields of a Secret that hold its values.
 const SECRET_VALUES: [&str; 2] = ["data", "stringData"];
 
 /// The object (or list) as it may be answered.
-pub(crate) fn object(mut object: Value) -> Value {
+pub fn object(mut object: Value) -> Value {
     redact_in_place(&mut object, 0);
     object
 }
