@@ -123,6 +123,14 @@ impl Application {
             _ => None,
         };
         let hub = agents.as_ref().map(|(_, hub)| hub.clone());
+        if let Some(hub) = &hub {
+            tokio::spawn(karpor_api::follow_agent_clusters(
+                parts.metastore.clone(),
+                hub.clone(),
+                parts.health.clone(),
+                parts.workers.clone(),
+            ));
+        }
         let (routes, endpoints, check_lines) = if plan.api {
             let (routes, endpoints, lines) =
                 api_routes(&config, &mut parts, syncer.as_ref(), hub).await?;

@@ -12,7 +12,7 @@ use karpor_testkit::cluster::{
     configmaps, kube_name as unique, namespaces, resource, secrets, Kube, LIMIT,
 };
 use karpor_testkit::kubelet::{self, Kubelet};
-use karpor_testkit::process::{wait_for, Karpor, Spawn};
+use karpor_testkit::process::{get, wait_for, Karpor, Spawn};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -253,6 +253,28 @@ async fn a_stalled_agent_times_out_its_own_reads_and_a_revoked_one_is_cut_off() 
     })
     .await;
 
+    // The hub's readiness names each agent cluster's state, none of them critical.
+    let lonely = unique("lonely");
+    let (status, body) = call(
+        &linked.hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{lonely}"),
+        json!({"mode": "agent"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let readyz = linked.hub.url("/readyz?verbose");
+    let connected = format!("[+] Cluster/{cluster} ok");
+    let never = format!("[-] Cluster/{lonely} failed: never joined");
+    wait_for(LIMIT, "readiness says connected and never joined", || {
+        let (readyz, connected, never) = (readyz.clone(), connected.clone(), never.clone());
+        async move {
+            let (code, body) = get(&readyz).await;
+            code == 200 && body.contains(&connected) && body.contains(&never)
+        }
+    })
+    .await;
+
     // Stopped, not gone: its session stays open and answers nothing.
     linked.agent.signal("STOP");
     let stalled = tokio::spawn({
@@ -294,5 +316,14 @@ async fn a_stalled_agent_times_out_its_own_reads_and_a_revoked_one_is_cut_off() 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (code, _) = admin.call("GET", &through_agent, None).await;
     assert_eq!(code, 503, "a revoked agent opens no new session");
+    let disconnected = format!("[-] Cluster/{cluster} failed: disconnected");
+    wait_for(LIMIT, "readiness says disconnected", || {
+        let (readyz, disconnected) = (readyz.clone(), disconnected.clone());
+        async move {
+            let (code, body) = get(&readyz).await;
+            code == 200 && body.contains(&disconnected)
+        }
+    })
+    .await;
     kube.delete_namespace(&ns).await;
 }

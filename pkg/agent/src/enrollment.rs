@@ -144,6 +144,12 @@ impl Enrollment {
         }
     }
 
+    /// When `cluster`'s agent joined (seconds since the epoch); `None` when none has.
+    pub async fn joined_at(&self, cluster: &ClusterName) -> Result<Option<i64>, AgentError> {
+        let stored = self.store.get::<AgentEnrollment>(cluster).await?;
+        Ok(stored.and_then(|stored| stored.record.joined_at))
+    }
+
     /// `Ok` while `identity`'s generation is its cluster's current one.
     pub async fn check(&self, identity: &AgentIdentity) -> Result<(), AgentError> {
         let current = self

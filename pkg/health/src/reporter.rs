@@ -75,6 +75,10 @@ pub enum Reason {
     /// A registered cluster has had no live syncer holding it for longer than the lease
     /// TTL.
     Unowned,
+    /// A cluster's agent has joined but holds no session with this hub now.
+    Disconnected,
+    /// A cluster in agent mode whose agent has never joined.
+    NeverJoined,
 }
 
 impl fmt::Display for Reason {
@@ -92,6 +96,8 @@ impl fmt::Display for Reason {
             Reason::Panicked => f.write_str("panicked"),
             Reason::Stale => f.write_str("stale"),
             Reason::Unowned => f.write_str("unowned"),
+            Reason::Disconnected => f.write_str("disconnected"),
+            Reason::NeverJoined => f.write_str("never joined"),
         }
     }
 }
@@ -108,6 +114,8 @@ impl Reason {
             "misconfigured" => Reason::Misconfigured,
             "panicked" => Reason::Panicked,
             "stale" => Reason::Stale,
+            "disconnected" => Reason::Disconnected,
+            "never joined" => Reason::NeverJoined,
             "unowned" => Reason::Unowned,
             other => {
                 let counts = other

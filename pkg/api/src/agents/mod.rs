@@ -5,6 +5,7 @@
 //! generation is current, for a cluster registered in agent mode). The cluster a route
 //! acts on is the certificate's alone ([`AgentIdentity`]); no payload names it.
 
+mod checks;
 mod control;
 mod routes;
 pub(crate) mod sessions;
@@ -34,6 +35,7 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::access::{Endpoint, Permission, ACCESS_LOG};
 use crate::envelope::ApiError;
+pub use checks::follow_agent_clusters;
 pub use sessions::AgentSessions;
 
 /// Requests the agent listener serves at once, every agent together.

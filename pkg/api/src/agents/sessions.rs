@@ -14,6 +14,7 @@ use axum::http::StatusCode;
 use futures::stream::BoxStream;
 use karpor_agent::wire::{self, Control, LiveRead, LiveRequest, ReplyHead};
 use karpor_core::names::ClusterName;
+use time::OffsetDateTime;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::envelope::ApiError;
@@ -37,6 +38,8 @@ pub struct AgentSessions {
 struct Inner {
     sessions: HashMap<ClusterName, Session>,
     pending: HashMap<u64, Pending>,
+    /// When each cluster's last session here ended.
+    left: HashMap<ClusterName, OffsetDateTime>,
 }
 
 struct Session {
@@ -79,6 +82,9 @@ impl Drop for SessionGuard {
             .is_some_and(|s| s.serial == self.serial)
         {
             inner.sessions.remove(&self.cluster);
+            inner
+                .left
+                .insert(self.cluster.clone(), OffsetDateTime::now_utc());
         }
     }
 }
@@ -135,12 +141,22 @@ impl AgentSessions {
 
     /// Ends `cluster`'s session at once (its certificate was revoked).
     pub fn close(&self, cluster: &ClusterName) {
-        self.lock().sessions.remove(cluster);
+        let mut inner = self.lock();
+        if inner.sessions.remove(cluster).is_some() {
+            inner
+                .left
+                .insert(cluster.clone(), OffsetDateTime::now_utc());
+        }
     }
 
-    /// Whether `cluster`'s agent holds a control stream to this hub.
-    pub fn connected(&self, cluster: &ClusterName) -> bool {
-        self.lock().sessions.contains_key(cluster)
+    /// Whether `cluster`'s agent holds a control stream to this hub: `Ok`, or when its
+    /// last one here ended (`None`: none has since this hub started).
+    pub fn connected(&self, cluster: &ClusterName) -> Result<(), Option<OffsetDateTime>> {
+        let inner = self.lock();
+        match inner.sessions.contains_key(cluster) {
+            true => Ok(()),
+            false => Err(inner.left.get(cluster).copied()),
+        }
     }
 
     /// Sends `read` to `cluster`'s agent, to be answered within `within`.
