@@ -129,6 +129,9 @@ fn run_agent(args: &AgentArgs) -> ExitCode {
         return ExitCode::from(EXIT_CONFIG);
     }
     telemetry::init(&config.log);
+    if let Some(path) = &file {
+        tracing::info!(config = %path.display(), "config loaded");
+    }
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(code) => return code,

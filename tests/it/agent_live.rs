@@ -1,6 +1,7 @@
 //! Live reads through an agent, on the real binary: the hub's REST API reads an agent
 //! cluster's objects, events and pod logs over the agent's control stream (the hub holds
-//! no credential of it), redacted; a subresource such as `nodes/proxy` is no read; a
+//! no credential of it; the agent's is a ServiceAccount token with the read-only
+//! ClusterRole of its chart), redacted; a subresource such as `nodes/proxy` is no read; a
 //! stalled agent times out its own cluster's reads and nobody else's; a revoked agent's
 //! session ends at once.
 
@@ -69,6 +70,17 @@ async fn linked(kubeconfig: &str) -> Linked {
     }
 }
 
+/// The read-only rules the agent's chart grants (`rbac.rules`), as a ClusterRole's.
+fn chart_rules() -> Value {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/charts/karpor-agent/values.yaml"
+    );
+    let values: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    serde_json::to_value(&values["rbac"]["rules"]).unwrap()
+}
+
 /// The live detail of `kind` `name` (in `namespace` unless empty) in `cluster`.
 fn detail(cluster: &str, kind: &str, namespace: &str, name: &str) -> String {
     let namespace = match namespace {
@@ -112,9 +124,31 @@ async fn live_reads_events_and_logs_go_through_the_agent() {
     )
     .await;
 
-    let linked = linked(&kube.kubeconfig).await;
+    // The agent's own credential: the read-only ClusterRole its chart grants.
+    let member = kubelet::read_only(&kube, &ns, "karpor-agent", chart_rules()).await;
+    let linked = linked(&member).await;
     let admin = Client::local_admin(&linked.hub);
     let cluster = linked.cluster.clone();
+
+    // Synced with it: the ConfigMap is searchable in the hub.
+    let sql = format!(
+        "select * from resources where cluster = '{cluster}' and kind = 'ConfigMap' and namespace = '{ns}'"
+    );
+    let search = format!(
+        "/rest-api/v1/search?query={}",
+        url::form_urlencoded::byte_serialize(sql.as_bytes()).collect::<String>()
+    );
+    wait_for(LIMIT, "the ConfigMap is searchable in the hub", || {
+        let (admin, search) = (&admin, search.clone());
+        async move {
+            let (code, page) = admin.call("GET", &search, None).await;
+            code == 200
+                && page["data"]["items"]
+                    .as_array()
+                    .is_some_and(|i| i.len() == 1)
+        }
+    })
+    .await;
 
     // An object, as the cluster has it now: read by the agent once its session is open.
     let path = detail(&cluster, "ConfigMap", &ns, "live-cm");
@@ -218,6 +252,7 @@ async fn live_reads_events_and_logs_go_through_the_agent() {
     admin.assert_no_secret_answered();
     kubelet::delete_pods(&kube, &ns).await;
     node.delete().await;
+    kubelet::delete_read_only(&kube, &ns, "karpor-agent").await;
     kube.delete_namespace(&ns).await;
 }
 

@@ -384,20 +384,7 @@ pub async fn without_pod_logs(kube: &Kube, namespace: &str) -> String {
             "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]}),
     )
     .await;
-    let request: TokenRequest = serde_json::from_value(json!({
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 3600}
-    }))
-    .unwrap();
-    let token = Api::<ServiceAccount>::namespaced(kube.client.clone(), namespace)
-        .create_token_request(NAME, &PostParams::default(), &request)
-        .await
-        .unwrap_or_else(|e| panic!("a token for {namespace}/{NAME}: {e}"))
-        .status
-        .and_then(|s| s.token)
-        .filter(|t| !t.is_empty())
-        .expect("the TokenRequest answered a token");
-    let kubeconfig = with_token(&kube.kubeconfig, &token);
+    let kubeconfig = service_account_kubeconfig(kube, namespace, NAME).await;
     // The authorizer reads bindings from a cache: wait until the grant holds.
     let limited = Kube::from_text(kubeconfig.clone()).await;
     let pods: Api<Pod> = Api::namespaced(limited.client.clone(), namespace);
@@ -407,6 +394,87 @@ pub async fn without_pod_logs(kube: &Kube, namespace: &str) -> String {
     })
     .await;
     kubeconfig
+}
+
+/// A kubeconfig for a ServiceAccount `name` of `namespace` bound to a ClusterRole of
+/// `rules` (an agent's read-only credential, as its chart grants it): its token from the
+/// TokenRequest API, the server and CA of `kube`'s kubeconfig. Returned once the grant
+/// is in force (it may list Pods). The ClusterRole and its binding are named
+/// `NAMESPACE-NAME`; [`delete_read_only`] removes them.
+pub async fn read_only(
+    kube: &Kube,
+    namespace: &str,
+    name: &str,
+    rules: serde_json::Value,
+) -> String {
+    let rbac = |kind: &str, plural: &str| {
+        crate::cluster::resource("rbac.authorization.k8s.io", "v1", kind, plural)
+    };
+    let role = format!("{namespace}-{name}");
+    kube.create(
+        &crate::cluster::resource("", "v1", "ServiceAccount", "serviceaccounts"),
+        Some(namespace),
+        json!({"metadata": {"name": name}}),
+    )
+    .await;
+    kube.create(
+        &rbac("ClusterRole", "clusterroles"),
+        None,
+        json!({"metadata": {"name": role}, "rules": rules}),
+    )
+    .await;
+    kube.create(
+        &rbac("ClusterRoleBinding", "clusterrolebindings"),
+        None,
+        json!({"metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}),
+    )
+    .await;
+    let kubeconfig = service_account_kubeconfig(kube, namespace, name).await;
+    let limited = Kube::from_text(kubeconfig.clone()).await;
+    let pods: Api<Pod> = Api::all(limited.client.clone());
+    wait_for(LIMIT, "the read-only credential may list pods", || {
+        let pods = pods.clone();
+        async move { pods.list(&ListParams::default()).await.is_ok() }
+    })
+    .await;
+    kubeconfig
+}
+
+/// Removes what [`read_only`] made outside its namespace.
+pub async fn delete_read_only(kube: &Kube, namespace: &str, name: &str) {
+    let rbac = |kind: &str, plural: &str| {
+        crate::cluster::resource("rbac.authorization.k8s.io", "v1", kind, plural)
+    };
+    let role = format!("{namespace}-{name}");
+    kube.delete(
+        &rbac("ClusterRoleBinding", "clusterrolebindings"),
+        None,
+        &role,
+    )
+    .await;
+    kube.delete(&rbac("ClusterRole", "clusterroles"), None, &role)
+        .await;
+}
+
+/// A kubeconfig of `kube`'s server and CA whose user is a fresh token of the
+/// ServiceAccount `namespace/name` (default audiences, an hour).
+async fn service_account_kubeconfig(kube: &Kube, namespace: &str, name: &str) -> String {
+    let request: TokenRequest = serde_json::from_value(json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600}
+    }))
+    .unwrap();
+    let token = Api::<ServiceAccount>::namespaced(kube.client.clone(), namespace)
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("a token for {namespace}/{name}: {e}"))
+        .status
+        .and_then(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .expect("the TokenRequest answered a token");
+    with_token(&kube.kubeconfig, &token)
 }
 
 /// A kubeconfig of `kubeconfig`'s current server and CA, whose user is `token`.

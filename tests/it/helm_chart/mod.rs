@@ -77,16 +77,20 @@ impl Tools {
     }
 
     fn lint(&self, values: &[String]) -> Output {
-        let mut args = vec!["lint".to_owned(), "--strict".into(), CHART.into()];
+        self.lint_of(CHART, values)
+    }
+
+    fn lint_of(&self, chart: &str, values: &[String]) -> Output {
+        let mut args = vec!["lint".to_owned(), "--strict".into(), chart.into()];
         args.extend_from_slice(values);
         self.helm(&args)
     }
 
-    fn template(&self, values: &[String]) -> Output {
+    fn template_of(&self, chart: &str, values: &[String]) -> Output {
         let mut args = vec![
             "template".to_owned(),
             RELEASE.into(),
-            CHART.into(),
+            chart.into(),
             "--namespace".into(),
             NAMESPACE.into(),
         ];
@@ -96,14 +100,18 @@ impl Tools {
 
     /// Lints and renders; panics with helm's words if either fails.
     fn render(&self, values: &[String]) -> String {
-        let lint = self.lint(values);
+        self.render_of(CHART, values)
+    }
+
+    fn render_of(&self, chart: &str, values: &[String]) -> String {
+        let lint = self.lint_of(chart, values);
         assert!(
             lint.status.success(),
             "helm lint {values:?}:\n{}{}",
             text(&lint.stdout),
             text(&lint.stderr)
         );
-        let out = self.template(values);
+        let out = self.template_of(chart, values);
         assert!(
             out.status.success(),
             "helm template {values:?}:\n{}",
@@ -134,7 +142,11 @@ impl Tools {
 
     /// A supported combination: lint, render, validate; the objects by `Kind/name`.
     fn check(&self, values: &[String]) -> Objects {
-        let manifest = self.render(values);
+        self.check_of(CHART, values)
+    }
+
+    fn check_of(&self, chart: &str, values: &[String]) -> Objects {
+        let manifest = self.render_of(chart, values);
         self.validate(&manifest);
         Objects::parse(&manifest)
     }
@@ -164,7 +176,11 @@ impl Tools {
     /// Values that `helm install` must refuse: template fails; helm's error text. (helm
     /// lint fails only on schema errors: in lint mode a template's `fail` is logged.)
     fn refused(&self, values: &[String]) -> String {
-        let out = self.template(values);
+        self.refused_of(CHART, values)
+    }
+
+    fn refused_of(&self, chart: &str, values: &[String]) -> String {
+        let out = self.template_of(chart, values);
         assert!(
             !out.status.success(),
             "helm template accepted {values:?}:\n{}",
@@ -2631,3 +2647,5 @@ fn the_notes_show_how_to_get_the_token_reach_the_server_and_add_a_cluster() {
         "{notes}"
     );
 }
+
+mod agent;
