@@ -1,13 +1,15 @@
 //! The reliability suite: the whole system — `karpor serve` on etcd, then on MariaDB,
 //! each with an Elasticsearch-API server for storage, and two real kube-apiservers —
 //! under continuous churn, while its dependencies are killed, paused and restarted,
-//! probes storm it and it is stopped with SIGTERM. It checks the health contract
+//! probes storm it and it is stopped with SIGTERM; then agent mode, its links cut and its
+//! hub killed ([`agents`]). It checks the health contract
 //! (docs/health.md), that nothing is lost, and writes what it measured to
 //! target/reliability.md (published in docs/reliability.md). Everything runs on
 //! loopback; one run takes a few minutes.
 
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
+mod agents;
 mod clusters;
 mod faults;
 mod probe;
@@ -86,4 +88,32 @@ async fn faults_leave_the_probes_truthful_and_lose_nothing() {
         system::LEASE_TTL
     );
     report::write(&rows, &settings, began.elapsed());
+}
+
+/// Agent mode: two clusters, each pushed by its agent through a link that fails, and a
+/// hub that is killed; its table goes to `target/reliability-agents.md`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn agents_lose_nothing_when_their_links_are_cut_or_their_hub_killed() {
+    let began = Instant::now();
+    let (a, b) = tokio::join!(
+        tokio::task::spawn_blocking(Apiserver::start),
+        tokio::task::spawn_blocking(Apiserver::start)
+    );
+    let missing = "KARPOR_TEST_APISERVER_BIN is not set: run scripts/services.sh start";
+    let apiservers = [a.unwrap().expect(missing), b.unwrap().expect(missing)];
+    let members = vec![
+        Member::connect("a", apiservers[0].kubeconfig()).await,
+        Member::connect("b", apiservers[1].kubeconfig()).await,
+    ];
+    let churning = CancellationToken::new();
+    let churn: Vec<_> = members
+        .iter()
+        .map(|m| m.churn(agents::CONFIG, churning.clone()))
+        .collect();
+    let rows = agents::run(&members).await;
+    churning.cancel();
+    for task in churn {
+        task.await.unwrap();
+    }
+    report::write_agents(&rows, began.elapsed());
 }

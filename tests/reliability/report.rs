@@ -102,3 +102,31 @@ pub(crate) fn write(rows: &[Row], settings: &str, took: Duration) {
     eprintln!("reliability table: {path} (copy it to docs/reliability.md to publish it)");
     eprintln!("wrote {path}");
 }
+
+/// Agent mode's table: `target/reliability-agents.md` (published in docs/agent.md).
+pub(crate) fn write_agents(rows: &[Row], took: Duration) {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "Written by `agents_lose_nothing_when_their_links_are_cut_or_their_hub_killed`\n\
+         (`tests/reliability/agents.rs`) after a run in which every assertion held. Whole\n\
+         run {:.0} s on {} cores. **converge**: from the link given back (the hub started\n\
+         again) to storage holding exactly both clusters' churned objects.\n\n\
+         | fault | converge | lost | notes |\n|---|---|---|---|",
+        took.as_secs_f64(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    for row in rows {
+        let _ = writeln!(
+            text,
+            "| {} | {} | {} | {} |",
+            row.fault,
+            secs(row.converge),
+            row.lost,
+            row.note
+        );
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/reliability-agents.md");
+    std::fs::write(path, text).expect("write target/reliability-agents.md");
+    eprintln!("wrote {path}");
+}

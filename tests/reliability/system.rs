@@ -156,73 +156,13 @@ impl System {
         self.karpor.serve_again(&self.config);
     }
 
-    /// The churned namespace's ConfigMaps of `cluster` as stored: uid to resourceVersion.
     pub(crate) async fn stored(&self, cluster: &str) -> Option<Objects> {
-        let query = format!(
-            "select * from resources where cluster = '{cluster}' and namespace = '{NAMESPACE}' and kind = 'ConfigMap'"
-        );
-        let response = self
-            .client
-            .get(format!("{}/rest-api/v1/search", self.base))
-            .query(&[("query", query.as_str()), ("pageSize", "1000")])
-            .send()
-            .await
-            .ok()?;
-        if !response.status().is_success() {
-            return None;
-        }
-        let body: Value = response.json().await.ok()?;
-        let items = body["data"]["items"].as_array()?;
-        Some(
-            items
-                .iter()
-                .map(|item| {
-                    let meta = &item["object"]["metadata"];
-                    (
-                        meta["uid"].as_str().unwrap_or_default().to_owned(),
-                        meta["resourceVersion"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned(),
-                    )
-                })
-                .collect(),
-        )
+        stored(&self.client, &self.base, cluster).await
     }
 
-    /// Holds each cluster still in turn until storage equals it; how long from `since`,
-    /// and how many objects were missing, stale or extra at the last comparison (fails
-    /// the test when that is not 0 within the limit).
+    /// Holds each cluster still in turn until storage equals it ([`converge`]).
     pub(crate) async fn converge(&self, members: &[Member], since: Instant) -> (Duration, usize) {
-        let mut lost = 0;
-        for member in members {
-            let _still = member.hold_still().await;
-            loop {
-                let live = member.live().await;
-                let stored = self.stored(member.name).await;
-                if let (Ok(live), Some(stored)) = (&live, &stored) {
-                    let differing = differing(live, stored);
-                    if differing == 0 || since.elapsed() > LIMIT {
-                        assert_eq!(
-                            differing, 0,
-                            "{}: storage not equal to the cluster {LIMIT:?} after the fault: objects missing, stale or extra\n live: {live:?}\n stored: {stored:?}",
-                            member.name
-                        );
-                        lost += differing;
-                        break;
-                    }
-                }
-                assert!(
-                    since.elapsed() < LIMIT,
-                    "{}: cannot compare: live {:?}, stored {}",
-                    member.name,
-                    live.err(),
-                    stored.is_some()
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-        (since.elapsed(), lost)
+        converge(&self.client, &self.base, members, since).await
     }
 
     /// Acknowledged writes the metadata store does not have.
@@ -242,8 +182,82 @@ impl System {
     }
 }
 
+/// The churned namespace's ConfigMaps of `cluster` as the karpor at `base` stores them:
+/// uid to resourceVersion.
+pub(crate) async fn stored(client: &reqwest::Client, base: &str, cluster: &str) -> Option<Objects> {
+    let query = format!(
+        "select * from resources where cluster = '{cluster}' and namespace = '{NAMESPACE}' and kind = 'ConfigMap'"
+    );
+    let response = client
+        .get(format!("{base}/rest-api/v1/search"))
+        .query(&[("query", query.as_str()), ("pageSize", "1000")])
+        .send()
+        .await
+        .ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let body: Value = response.json().await.ok()?;
+    let items = body["data"]["items"].as_array()?;
+    Some(
+        items
+            .iter()
+            .map(|item| {
+                let meta = &item["object"]["metadata"];
+                (
+                    meta["uid"].as_str().unwrap_or_default().to_owned(),
+                    meta["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// Holds each cluster still in turn until storage equals it; how long from `since`,
+/// and how many objects were missing, stale or extra at the last comparison (fails
+/// the test when that is not 0 within the limit).
+pub(crate) async fn converge(
+    client: &reqwest::Client,
+    base: &str,
+    members: &[Member],
+    since: Instant,
+) -> (Duration, usize) {
+    let mut lost = 0;
+    for member in members {
+        let _still = member.hold_still().await;
+        loop {
+            let live = member.live().await;
+            let stored = stored(client, base, member.name).await;
+            if let (Ok(live), Some(stored)) = (&live, &stored) {
+                let differing = differing(live, stored);
+                if differing == 0 || since.elapsed() > LIMIT {
+                    assert_eq!(
+                        differing, 0,
+                        "{}: storage not equal to the cluster {LIMIT:?} after the fault: objects missing, stale or extra\n live: {live:?}\n stored: {stored:?}",
+                        member.name
+                    );
+                    lost += differing;
+                    break;
+                }
+            }
+            assert!(
+                since.elapsed() < LIMIT,
+                "{}: cannot compare: live {:?}, stored {}",
+                member.name,
+                live.err(),
+                stored.is_some()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    (since.elapsed(), lost)
+}
+
 /// Objects in one map and not the other, or at another version.
-fn differing(live: &Objects, stored: &Objects) -> usize {
+pub(crate) fn differing(live: &Objects, stored: &Objects) -> usize {
     let missing_or_stale = live
         .iter()
         .filter(|(uid, version)| stored.get(*uid) != Some(version))

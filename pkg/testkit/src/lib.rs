@@ -4,7 +4,7 @@
 //! ([`api`]), member clusters driven through kube-rs ([`cluster`]), a kubelet stand-in
 //! for what a kube-apiserver proxies to a node ([`kubelet`]), a self-signed certificate
 //! ([`tls`]), the AI tests' OpenAI-compatible model server and its request log
-//! ([`model`]).
+//! ([`model`]), a TCP proxy that cuts the link it carries ([`proxy`]).
 
 #![allow(clippy::unwrap_used)] // a test fails by panicking
 
@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod kubelet;
 pub mod model;
 pub mod process;
+pub mod proxy;
 pub mod services;
 pub mod tls;
 
