@@ -336,7 +336,8 @@ async fn agent_listener(
     parts: &Parts,
 ) -> anyhow::Result<(AgentListener, karpor_api::AgentHub)> {
     let enrollment = karpor_agent::enrollment::Enrollment::new(parts.metastore.clone())
-        .with_certificate_lifetime(listener.certificate_lifetime);
+        .with_certificate_lifetime(listener.certificate_lifetime)
+        .with_approval(listener.approve_joins);
     let authority = enrollment
         .authority()
         .await

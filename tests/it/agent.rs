@@ -363,3 +363,103 @@ async fn an_agent_renews_its_certificate_and_goes_on_syncing() {
     .await;
     assert!(!agent.logs().contains("cannot renew"), "{}", agent.logs());
 }
+
+/// `agents.approve_joins`: a good token is not enough; the join waits, recorded with the
+/// key the agent logged, until an admin approves that key (another key is refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_join_waits_for_the_admins_approval_of_its_key() {
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
+    let hub_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let hub_config = format!(
+        "shutdown: {{drain_delay: 1s}}\nagents: {{listen: '127.0.0.1:{port}', names: ['127.0.0.1'], approve_joins: true}}\n"
+    );
+    let hub = Spawn::serve(&hub_config).in_dir(hub_dir.path()).start();
+    let cluster = unique("approved");
+    let (status, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{cluster}"),
+        json!({"mode": "agent"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (_, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{cluster}/agent-token"),
+        json!({}),
+    )
+    .await;
+    let issued = &body["data"];
+    let agent_dir = tempfile::tempdir().unwrap();
+    let config = agent_config(
+        issued["hub"].as_str().unwrap(),
+        issued["pin"].as_str().unwrap(),
+        issued["token"].as_str().unwrap(),
+        agent_dir.path(),
+        &kube.kubeconfig,
+    );
+    let agent = spawn_agent(&config, agent_dir.path()).start();
+
+    // The key the agent logs is the one the hub holds the join for.
+    let status_path = format!("/cluster/{cluster}/agent");
+    wait_for(LIMIT, "the hub holds the join", || {
+        let hub = &hub;
+        let path = status_path.clone();
+        async move {
+            let (_, body) = call(hub, reqwest::Method::GET, &path, Value::Null).await;
+            body["data"]["pending"]["key"].is_string()
+        }
+    })
+    .await;
+    let (_, body) = call(&hub, reqwest::Method::GET, &status_path, Value::Null).await;
+    let pending = &body["data"]["pending"];
+    let key = pending["key"].as_str().unwrap().to_owned();
+    assert_eq!(pending["approved"], false, "{body}");
+    let logged = agent
+        .logs()
+        .lines()
+        .find(|l| l.contains("joining the hub"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(logged.contains(&key), "{logged} / {key}");
+    let state_file = agent_dir.path().join("agent-state.json");
+    assert!(!state_file.exists(), "joined before the approval");
+    assert!(agent.logs().contains("approval"), "{}", agent.logs());
+
+    // Another key is not approved; the agent's is, and it joins.
+    let other = format!("sha256:{}", "ab".repeat(32));
+    let (status, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{cluster}/agent/approve"),
+        json!({"key": other}),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    let (status, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{cluster}/agent/approve"),
+        json!({"key": key}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["pending"]["approved"], true, "{body}");
+    wait_for(LIMIT, "the approved agent joined", || {
+        let exists = state_file.exists();
+        async move { exists }
+    })
+    .await;
+    wait_for(LIMIT, "the hub says it joined and is connected", || {
+        let hub = &hub;
+        let path = status_path.clone();
+        async move {
+            let (_, body) = call(hub, reqwest::Method::GET, &path, Value::Null).await;
+            let data = &body["data"];
+            data["joinedAt"].is_string() && data["pending"].is_null() && data["connected"] == true
+        }
+    })
+    .await;
+}

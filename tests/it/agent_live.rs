@@ -28,13 +28,25 @@ struct Linked {
     _dirs: (TempDir, TempDir),
 }
 
-async fn linked(kubeconfig: &str) -> Linked {
+/// A hub that syncs only the ConfigMaps of `namespace` (an agent's and its own clusters
+/// alike: a whole test cluster twice would load the machine for nothing).
+async fn linked(kubeconfig: &str, namespace: &str) -> Linked {
     let hub_dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = format!(
         "shutdown: {{drain_delay: 1s}}\nagents: {{listen: '127.0.0.1:{port}', names: ['127.0.0.1']}}\n"
     );
     let hub = Spawn::serve(&config).in_dir(hub_dir.path()).start();
+    let rule = json!({"clusters": "*", "namespaces": [namespace],
+        "resources": [{"version": "v1", "resource": "configmaps"}]});
+    let (status, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        "/sync-rule/only-the-test",
+        rule,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
     let cluster = unique("live");
     let (status, body) = call(
         &hub,
@@ -126,7 +138,7 @@ async fn live_reads_events_and_logs_go_through_the_agent() {
 
     // The agent's own credential: the read-only ClusterRole its chart grants.
     let member = kubelet::read_only(&kube, &ns, "karpor-agent", chart_rules()).await;
-    let linked = linked(&member).await;
+    let linked = linked(&member, &ns).await;
     let admin = Client::local_admin(&linked.hub);
     let cluster = linked.cluster.clone();
 
@@ -268,7 +280,7 @@ async fn a_stalled_agent_times_out_its_own_reads_and_a_revoked_one_is_cut_off() 
         json!({"metadata": {"name": "cm"}}),
     )
     .await;
-    let linked = linked(&kube.kubeconfig).await;
+    let linked = linked(&kube.kubeconfig, &ns).await;
     let admin = Client::local_admin(&linked.hub);
     let cluster = linked.cluster.clone();
     // A cluster the hub reads itself, beside the agent's.
@@ -313,9 +325,14 @@ async fn a_stalled_agent_times_out_its_own_reads_and_a_revoked_one_is_cut_off() 
     // Stopped, not gone: its session stays open and answers nothing.
     linked.agent.signal("STOP");
     let stalled = tokio::spawn({
-        let admin = Client::local_admin(&linked.hub);
-        let path = through_agent.clone();
-        async move { admin.call("GET", &path, None).await }
+        let request = reqwest::Client::new()
+            .get(linked.hub.url(&through_agent))
+            .bearer_auth(linked.hub.local_token());
+        async move {
+            let response = request.send().await.unwrap();
+            let code = response.status().as_u16();
+            (code, response.json::<Value>().await.unwrap())
+        }
     });
     let (code, answer) = admin.call("GET", &direct, None).await;
     assert_eq!(code, 200, "the other cluster answers meanwhile: {answer}");

@@ -61,8 +61,8 @@ fn schemathesis_finds_no_server_error_and_no_answer_contradicting_the_document()
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
-    // The agent-token and agent revocation routes are two of them.
-    assert!(stdout.contains("47 selected / 56 total"), "{stdout}");
+    // The agent routes (token, status, approval, revocation) are four of them.
+    assert!(stdout.contains("49 selected / 58 total"), "{stdout}");
     assert!(stdout.contains(" passed"), "{stdout}");
     // Every phase ran, the stateful one along the document's links (create, then read,
     // update, delete the created record).

@@ -9,8 +9,8 @@ use std::time::Duration;
 use karpor_core::model::{AgentAuthority, AUTHORITY_RECORD};
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
-    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
-    PKCS_ECDSA_P256_SHA256,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, PublicKeyData,
+    SanType, SerialNumber, PKCS_ECDSA_P256_SHA256,
 };
 use rustls::pki_types::CertificateDer;
 use time::OffsetDateTime;
@@ -23,6 +23,18 @@ const AUTHORITY_NAME: &str = "karpor agent authority";
 const AUTHORITY_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
 /// Certificates start a little before they are made: clocks differ.
 const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
+
+/// A certificate request within [`MAX_REQUEST_BYTES`], its signature checked.
+fn parse_request(request_pem: &str) -> Result<CertificateSigningRequestParams, AgentError> {
+    if request_pem.len() > MAX_REQUEST_BYTES {
+        return Err(AgentError::Malformed(format!(
+            "a certificate request is at most {MAX_REQUEST_BYTES} bytes"
+        )));
+    }
+    CertificateSigningRequestParams::from_pem(request_pem).map_err(|_| {
+        AgentError::Malformed("not a certificate request with a valid signature".into())
+    })
+}
 
 /// How far before `now` a certificate of `lifetime` starts: at most a tenth of the
 /// lifetime, so that agents, which renew past two thirds of the validity, do not find a
@@ -104,6 +116,14 @@ impl Authority {
             .ok_or_else(|| AgentError::Authority("its certificate does not parse".into()))
     }
 
+    /// The fingerprint of the key `request_pem` is over, once its signature is checked.
+    pub fn request_fingerprint(request_pem: &str) -> Result<String, AgentError> {
+        let request = parse_request(request_pem)?;
+        Ok(crate::key::fingerprint(
+            &request.public_key.subject_public_key_info(),
+        ))
+    }
+
     /// A client certificate for `identity` over the key of `request`, whose signature is
     /// checked; every name in the request is ignored.
     pub fn issue_agent(
@@ -113,14 +133,7 @@ impl Authority {
         now: OffsetDateTime,
         lifetime: Duration,
     ) -> Result<Issued, AgentError> {
-        if request_pem.len() > MAX_REQUEST_BYTES {
-            return Err(AgentError::Malformed(format!(
-                "a certificate request is at most {MAX_REQUEST_BYTES} bytes"
-            )));
-        }
-        let request = CertificateSigningRequestParams::from_pem(request_pem).map_err(|_| {
-            AgentError::Malformed("not a certificate request with a valid signature".into())
-        })?;
+        let request = parse_request(request_pem)?;
         let mut params = CertificateParams::default();
         params.distinguished_name = common_name(&format!("karpor-agent:{}", identity.cluster));
         params.subject_alt_names =

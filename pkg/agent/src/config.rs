@@ -27,6 +27,10 @@ pub struct AgentListenerConfig {
     /// How long an agent's certificate is valid; agents renew it past two thirds.
     #[serde(default = "default_certificate_lifetime", with = "humantime_serde")]
     pub certificate_lifetime: Duration,
+    /// Each join waits until an admin approves the key it came with
+    /// (`POST /cluster/NAME/agent/approve`), as well as bringing a good token.
+    #[serde(default)]
+    pub approve_joins: bool,
 }
 
 fn default_certificate_lifetime() -> Duration {
@@ -245,6 +249,7 @@ mod tests {
             names: vec!["hub.example".into(), "10.0.0.1".into()],
             advertise: None,
             certificate_lifetime: default_certificate_lifetime(),
+            approve_joins: false,
         };
         assert!(config.validate().is_ok());
         assert_eq!(config.advertised(), "https://hub.example:7446");

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use karpor_core::model::{AgentAuthority, AgentEnrollment, JoinGrant, AUTHORITY_RECORD};
+use karpor_core::model::{
+    AgentAuthority, AgentEnrollment, JoinGrant, PendingJoin, AUTHORITY_RECORD,
+};
 use karpor_core::names::ClusterName;
 use karpor_metastore::{Metastore, StoreError};
 use time::OffsetDateTime;
@@ -25,6 +27,8 @@ const CONFLICT_RETRIES: usize = 5;
 pub struct Enrollment {
     store: Metastore,
     certificate_lifetime: Duration,
+    /// Joins wait for an admin's approval of their key (`agents.approve_joins`).
+    approval: bool,
 }
 
 /// What a join answers: the agent's certificate and the authority to trust.
@@ -40,7 +44,14 @@ impl Enrollment {
         Enrollment {
             store,
             certificate_lifetime: CERTIFICATE_LIFETIME,
+            approval: false,
         }
+    }
+
+    /// Joins held until an admin approves the key ([`Enrollment::approve`]).
+    pub fn with_approval(mut self, approval: bool) -> Enrollment {
+        self.approval = approval;
+        self
     }
 
     /// Certificates valid for `lifetime` instead (tests of renewal and expiry).
@@ -91,6 +102,8 @@ impl Enrollment {
         };
         self.change(cluster, |enrollment| {
             enrollment.join = Some(join.clone());
+            // A join held for the old token waits for nothing now.
+            enrollment.pending = None;
             Ok(())
         })
         .await?;
@@ -116,6 +129,9 @@ impl Enrollment {
         if grant.expires_at <= crate::now_unix() {
             return Err(refused("it has expired"));
         }
+        if self.approval {
+            self.held(token.cluster(), &stored, request_pem).await?;
+        }
         let identity = AgentIdentity {
             cluster: token.cluster().clone(),
             generation: stored.record.generation,
@@ -129,6 +145,7 @@ impl Enrollment {
         )?;
         let mut used = stored.record.clone();
         used.join = None;
+        used.pending = None;
         used.joined_at = Some(crate::now_unix());
         match self.store.update(used, stored.version).await {
             Ok(_) => Ok(Joined {
@@ -142,6 +159,69 @@ impl Enrollment {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// `Ok` when the join's key is the one an admin approved; otherwise the join is held
+    /// (recorded as pending for this key, replacing another key's) and refused for now.
+    async fn held(
+        &self,
+        cluster: &ClusterName,
+        stored: &karpor_metastore::Stored<AgentEnrollment>,
+        request_pem: &str,
+    ) -> Result<(), AgentError> {
+        let key = Authority::request_fingerprint(request_pem)?;
+        match &stored.record.pending {
+            Some(pending) if pending.key == key && pending.approved => return Ok(()),
+            Some(pending) if pending.key == key => {
+                return Err(AgentError::AwaitingApproval(key));
+            }
+            _ => {}
+        }
+        let mut record = stored.record.clone();
+        record.pending = Some(PendingJoin {
+            key: key.clone(),
+            requested_at: crate::now_unix(),
+            approved: false,
+        });
+        match self.store.update(record, stored.version).await {
+            Ok(_) => {
+                tracing::info!(%cluster, %key, "an agent's join waits for approval");
+                Err(AgentError::AwaitingApproval(key))
+            }
+            Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
+                Err(AgentError::JoinRefused("it was used already or replaced"))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Approves the pending join of `cluster` whose key is `key`: the agent's next try
+    /// joins. Refused when no join waits, or one with another key does.
+    pub async fn approve(&self, cluster: &ClusterName, key: &str) -> Result<(), AgentError> {
+        self.change(cluster, |enrollment| match &mut enrollment.pending {
+            Some(pending) if pending.key == key => {
+                pending.approved = true;
+                Ok(())
+            }
+            Some(_) => Err(AgentError::Malformed(
+                "the join that waits is for another key: compare the key the agent logged".into(),
+            )),
+            None => Err(AgentError::Malformed("no join waits for approval".into())),
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// `cluster`'s enrollment as stored, if any.
+    pub async fn enrollment(
+        &self,
+        cluster: &ClusterName,
+    ) -> Result<Option<AgentEnrollment>, AgentError> {
+        Ok(self
+            .store
+            .get::<AgentEnrollment>(cluster)
+            .await?
+            .map(|s| s.record))
     }
 
     /// When `cluster`'s agent joined (seconds since the epoch); `None` when none has.
@@ -185,6 +265,7 @@ impl Enrollment {
             .change(cluster, |enrollment| {
                 enrollment.generation = enrollment.generation.saturating_add(1);
                 enrollment.join = None;
+                enrollment.pending = None;
                 Ok(())
             })
             .await?;
@@ -211,6 +292,7 @@ impl Enrollment {
                         generation: 1,
                         join: None,
                         joined_at: None,
+                        pending: None,
                     };
                     edit(&mut record)?;
                     self.store.create(record).await

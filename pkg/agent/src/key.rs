@@ -34,6 +34,11 @@ impl AgentKey {
         self.pair.subject_public_key_info()
     }
 
+    /// What the agent logs and an admin approves a join by: [`fingerprint`] of its key.
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self.public_key_der())
+    }
+
     /// A certificate request: only its key and signature matter, since the hub writes
     /// every name of the certificate itself.
     pub fn request(&self) -> Result<String, AgentError> {
@@ -42,6 +47,14 @@ impl AgentKey {
             .and_then(|csr| csr.pem())
             .map_err(|e| AgentError::Authority(format!("cannot make a request: {e}")))
     }
+}
+
+/// `sha256:HEX` of a public key's SubjectPublicKeyInfo (DER).
+pub fn fingerprint(public_key_der: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(public_key_der);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 impl std::fmt::Debug for AgentKey {

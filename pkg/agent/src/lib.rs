@@ -37,6 +37,9 @@ pub enum AgentError {
     JoinRefused(&'static str),
     #[error("certificate refused: {0}")]
     CertificateRefused(&'static str),
+    /// The token is good; an admin has yet to approve the key (its fingerprint).
+    #[error("the join waits for an admin's approval of key {0}")]
+    AwaitingApproval(String),
     #[error("malformed: {0}")]
     Malformed(String),
     #[error("certificate authority: {0}")]

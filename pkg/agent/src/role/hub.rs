@@ -37,6 +37,9 @@ pub(crate) enum HubError {
     Unreachable(String),
     #[error("the hub refused ({status}): {message}")]
     Refused { status: u16, message: String },
+    /// The hub holds the join until an admin approves the agent's key.
+    #[error("the hub holds the join for an admin's approval: {0}")]
+    Held(String),
     #[error("the hub's answer is malformed: {0}")]
     Malformed(String),
     #[error(transparent)]
@@ -164,6 +167,9 @@ impl Hub {
                 .map_err(|e| HubError::Unreachable(describe(&e)))?;
             let status = response.status();
             let bytes = read_bounded(response).await?;
+            if status == StatusCode::ACCEPTED {
+                return Err(HubError::Held(refusal(&bytes)));
+            }
             if status != StatusCode::OK {
                 return Err(HubError::Refused {
                     status: status.as_u16(),

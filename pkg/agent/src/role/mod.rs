@@ -164,6 +164,8 @@ async fn enroll(
         }
     };
     let key = AgentKey::generate()?;
+    // What an admin compares when the hub holds joins for approval.
+    tracing::info!(key = %key.fingerprint(), "joining the hub");
     let hub = Hub::new(
         &config.hub,
         pin,

@@ -280,6 +280,8 @@ pub(crate) fn refused(e: AgentError) -> ApiError {
         AgentError::JoinRefused(_) | AgentError::CertificateRefused(_) => {
             ApiError::new(StatusCode::UNAUTHORIZED, e.to_string())
         }
+        // Not a refusal: the agent tries again until an admin approved its key.
+        AgentError::AwaitingApproval(_) => ApiError::new(StatusCode::ACCEPTED, e.to_string()),
         AgentError::Malformed(_) => ApiError::bad_request(e.to_string()),
         AgentError::Store(store) => store.into(),
         AgentError::Authority(_) | AgentError::State(_) => {

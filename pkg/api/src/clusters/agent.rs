@@ -1,4 +1,5 @@
-//! A cluster's agent: a join token issued for it (the install line with it) and its
+//! A cluster's agent: a join token issued for it (the install line with it), where it
+//! stands (joined, connected, a join waiting), a held join approved, and its
 //! certificates revoked. Both need agent mode configured on this hub (`agents:`).
 
 use std::time::Duration;
@@ -16,7 +17,10 @@ use crate::auth::Principal;
 use crate::body::Body;
 use crate::envelope::{ApiError, ApiResult, Reply};
 use crate::openapi::{Errors, NamePath};
-use crate::types::{AgentRevokedView, AgentTokenBody, AgentTokenView, Envelope};
+use crate::types::{
+    AgentApproveBody, AgentRevokedView, AgentStatusView, AgentTokenBody, AgentTokenView, Envelope,
+    PendingJoinView,
+};
 use crate::{AgentHub, AppState};
 
 #[utoipa::path(post, path = "/cluster/{name}/agent-token", operation_id = "issueAgentToken",
@@ -72,6 +76,68 @@ pub(crate) async fn revoke(
         cluster: cluster.to_string(),
         generation,
     }))
+}
+
+#[utoipa::path(get, path = "/cluster/{name}/agent", operation_id = "agentStatus",
+    tag = "clusters", params(NamePath),
+    responses((status = 200, body = inline(Envelope<AgentStatusView>)), Errors))]
+pub(crate) async fn status(
+    State(state): State<AppState>,
+    Path(NamePath { name }): Path<NamePath>,
+) -> ApiResult<AgentStatusView> {
+    let hub = agent_hub(&state)?;
+    let cluster = agent_cluster(&state, &name).await?;
+    let enrollment = hub.enrollment.enrollment(&cluster).await.map_err(refused)?;
+    let time = |unix: i64| {
+        time::OffsetDateTime::from_unix_timestamp(unix)
+            .ok()
+            .and_then(|t| t.format(&Rfc3339).ok())
+    };
+    let connected = hub.sessions.connected(&cluster).is_ok();
+    Ok(Reply::ok(match enrollment {
+        None => AgentStatusView {
+            cluster: cluster.to_string(),
+            generation: 1,
+            joined_at: None,
+            token_expires_at: None,
+            pending: None,
+            connected,
+        },
+        Some(enrollment) => AgentStatusView {
+            cluster: cluster.to_string(),
+            generation: enrollment.generation,
+            joined_at: enrollment.joined_at.and_then(time),
+            token_expires_at: enrollment.join.and_then(|j| time(j.expires_at)),
+            pending: enrollment.pending.map(|p| PendingJoinView {
+                key: p.key,
+                requested_at: time(p.requested_at).unwrap_or_default(),
+                approved: p.approved,
+            }),
+            connected,
+        },
+    }))
+}
+
+#[utoipa::path(post, path = "/cluster/{name}/agent/approve", operation_id = "approveAgent",
+    tag = "clusters", params(NamePath), request_body = AgentApproveBody,
+    responses((status = 200, body = inline(Envelope<AgentStatusView>)), Errors))]
+pub(crate) async fn approve(
+    State(state): State<AppState>,
+    Extension(by): Extension<Principal>,
+    Path(NamePath { name }): Path<NamePath>,
+    Body(body): Body<AgentApproveBody>,
+) -> ApiResult<AgentStatusView> {
+    let hub = agent_hub(&state)?;
+    let cluster = agent_cluster(&state, &name).await?;
+    hub.enrollment
+        .approve(&cluster, &body.key)
+        .await
+        .map_err(|e| match e {
+            karpor_agent::AgentError::Malformed(why) => ApiError::new(StatusCode::CONFLICT, why),
+            other => refused(other),
+        })?;
+    tracing::info!(cluster = %cluster, by = %by.name, key = %body.key, "agent join approved");
+    status(State(state), Path(NamePath { name })).await
 }
 
 /// A deleted agent cluster's certificates stop working with it.

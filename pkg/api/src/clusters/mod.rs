@@ -50,6 +50,8 @@ pub(crate) fn routes() -> Routes {
         .route(Permission::Admin, routes!(kubeconfigs::validate))
         .route(Permission::Write, routes!(agent::issue_token))
         .route(Permission::Write, routes!(agent::revoke))
+        .route(Permission::Read, routes!(agent::status))
+        .route(Permission::Write, routes!(agent::approve))
 }
 
 /// Karpor's query parameters, and karpor's (unknown ones are ignored, as Karpor does).

@@ -282,3 +282,42 @@ pub struct AgentRevokedView {
     /// The generation a new join gets.
     pub generation: u64,
 }
+
+/// `POST /cluster/{name}/agent/approve`: the key of the join to approve, as the agent
+/// logged it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentApproveBody {
+    /// `sha256:HEX`.
+    pub key: String,
+}
+
+/// `GET /cluster/{name}/agent`: where the cluster's agent stands on this hub.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatusView {
+    pub cluster: String,
+    /// The generation its certificates carry.
+    pub generation: u64,
+    /// RFC 3339; absent when no agent has joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joined_at: Option<String>,
+    /// RFC 3339 expiry of a join token not used yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_expires_at: Option<String>,
+    /// A join waiting for approval (`agents.approve_joins`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingJoinView>,
+    /// Whether it holds a session with this hub replica now.
+    pub connected: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingJoinView {
+    /// The key the join came with: `sha256:HEX`, as the agent logs it.
+    pub key: String,
+    /// RFC 3339.
+    pub requested_at: String,
+    pub approved: bool,
+}

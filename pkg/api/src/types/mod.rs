@@ -22,9 +22,10 @@ pub use ai::{
 pub use audit::{AuditRuleView, PolicyView, Reaudit};
 pub use auth::{AccessPolicyView, GrantView, Identity};
 pub use clusters::{
-    AgentRevokedView, AgentTokenBody, AgentTokenView, ClusterAccess, ClusterBody, ClusterList,
-    ClusterListAnswer, ClusterMetadata, ClusterSpec, ClusterStatus, ClusterSummary, ClusterView,
-    Credential, RuleInForceView, SyncView, TypeView, UploadView, ValidateBody, ValidateView,
+    AgentApproveBody, AgentRevokedView, AgentStatusView, AgentTokenBody, AgentTokenView,
+    ClusterAccess, ClusterBody, ClusterList, ClusterListAnswer, ClusterMetadata, ClusterSpec,
+    ClusterStatus, ClusterSummary, ClusterView, Credential, PendingJoinView, RuleInForceView,
+    SyncView, TypeView, UploadView, ValidateBody, ValidateView,
 };
 pub use envelope::{Envelope, ObjectOrYaml};
 pub use history::{ChangeView, ChangesAnswer, HistoryAnswer, RevisionView};

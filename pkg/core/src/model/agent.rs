@@ -22,6 +22,21 @@ pub struct AgentEnrollment {
     /// When an agent last joined (Unix seconds), if ever.
     #[serde(default)]
     pub joined_at: Option<i64>,
+    /// A join held for an admin's approval (`agents.approve_joins`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingJoin>,
+}
+
+/// A join that came with the current token and waits for an admin: the key it asked a
+/// certificate for, by fingerprint, and whether it was approved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PendingJoin {
+    /// `sha256:HEX` of the key's SubjectPublicKeyInfo: what the agent logs.
+    pub key: String,
+    /// Unix seconds.
+    pub requested_at: i64,
+    pub approved: bool,
 }
 
 /// A join token as the hub keeps it: its digest and expiry, never the token.

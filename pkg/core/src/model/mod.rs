@@ -11,7 +11,7 @@ mod rules;
 mod seed;
 mod selector;
 
-pub use agent::{AgentAuthority, AgentEnrollment, JoinGrant, AUTHORITY_RECORD};
+pub use agent::{AgentAuthority, AgentEnrollment, JoinGrant, PendingJoin, AUTHORITY_RECORD};
 pub use audit::AuditPolicy;
 pub use cluster::{Cluster, ClusterMode, Kubeconfig, MAX_KUBECONFIG_BYTES};
 pub use limits::{OverLimit, RuleLimits, LIMITS_SECTION};
