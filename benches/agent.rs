@@ -368,9 +368,21 @@ async fn main() {
     );
     drop(pushing);
     drop(agent_hub);
+    // Nothing left behind in the shared test cluster: no controller manager empties a
+    // deleted namespace, so its ConfigMaps go first (in rounds: a large collection's
+    // delete may time out part way), then the namespace is finalized.
+    let kube = karpor_testkit::cluster::Kube::from_text(kubeconfig.clone()).await;
     for name in [&ns, &empty] {
-        let _ = Api::<DynamicObject>::all_with(client.clone(), &namespaces)
-            .delete(name, &Default::default())
-            .await;
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), name, &configmaps());
+        for _ in 0..20 {
+            let _ = api
+                .delete_collection(&Default::default(), &Default::default())
+                .await;
+            let left = api.list(&kube::api::ListParams::default().limit(1)).await;
+            if left.is_ok_and(|l| l.items.is_empty()) {
+                break;
+            }
+        }
+        kube.delete_namespace(name).await;
     }
 }
