@@ -77,6 +77,10 @@ impl Client {
             base: karpor.url(""),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
+                // Below the server's 10 s wait for a kept-alive connection's next request
+                // (`server.connections.header_read_timeout`): a connection it is closing
+                // is never reused for a request (hyper's IncompleteMessage).
+                .pool_idle_timeout(Duration::from_secs(5))
                 .build()
                 .unwrap(),
             token: None,
