@@ -16,7 +16,6 @@
 #![allow(clippy::unwrap_used)] // a benchmark stops at its first failure
 
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -24,6 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::StreamExt;
 use karpor_storage::{Storage, StorageConfig};
 use karpor_testkit::process::{flat_kubeconfig, Karpor, Spawn};
+use karpor_testkit::services::free_port;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
@@ -49,14 +49,6 @@ fn env_number(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn now_nanos() -> u128 {

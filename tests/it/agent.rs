@@ -5,25 +5,18 @@
 //! pin differs, write another cluster's documents, keep Secret values, outlive a
 //! revocation.
 
-use std::net::TcpListener;
 use std::path::Path;
+
 use std::time::Duration;
+use tempfile::TempDir;
 
 use karpor_agent::key::AgentKey;
 use karpor_agent::state::AgentState;
 use karpor_storage::{ResourceDocument, Storage, StorageConfig};
 use karpor_testkit::cluster::{configmaps, kube_name as unique, namespaces, Kube, LIMIT};
 use karpor_testkit::process::{get, wait_for, Karpor, Spawn};
-use karpor_testkit::services::APISERVER_TOKEN;
+use karpor_testkit::services::{free_port, APISERVER_TOKEN};
 use serde_json::{json, Value};
-
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 pub(crate) async fn call(
     hub: &Karpor,
@@ -66,6 +59,75 @@ pub(crate) fn spawn_agent<'a>(config: &'a str, dir: &'a Path) -> Spawn<'a> {
         ..Spawn::serve(config)
     }
     .in_dir(dir)
+}
+
+/// A hub (in a directory of its own) with an agent listener (`listener`: more keys of
+/// `agents:`), a cluster registered in agent mode, and its agent (member credential:
+/// `kubeconfig`) started with a join token. With `rule`, the hub's one sync rule.
+pub(crate) struct Linked {
+    pub hub: Karpor,
+    pub agent: Karpor,
+    pub cluster: String,
+    pub agent_dir: TempDir,
+    pub hub_dir: TempDir,
+}
+
+pub(crate) async fn linked(
+    tag: &str,
+    listener: &str,
+    kubeconfig: &str,
+    rule: Option<Value>,
+) -> Linked {
+    let hub_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = format!(
+        "shutdown: {{drain_delay: 1s}}\nagents: {{listen: '127.0.0.1:{port}', names: ['127.0.0.1']{listener}}}\n"
+    );
+    let hub = Spawn::serve(&config).in_dir(hub_dir.path()).start();
+    if let Some(rule) = rule {
+        let (status, body) = call(
+            &hub,
+            reqwest::Method::POST,
+            "/sync-rule/only-the-test",
+            rule,
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let cluster = unique(tag);
+    let (status, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{cluster}"),
+        json!({"mode": "agent"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &hub,
+        reqwest::Method::POST,
+        &format!("/cluster/{cluster}/agent-token"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let issued = &body["data"];
+    let agent_dir = tempfile::tempdir().unwrap();
+    let config = agent_config(
+        issued["hub"].as_str().unwrap(),
+        issued["pin"].as_str().unwrap(),
+        issued["token"].as_str().unwrap(),
+        agent_dir.path(),
+        kubeconfig,
+    );
+    let agent = spawn_agent(&config, agent_dir.path()).start();
+    Linked {
+        hub,
+        agent,
+        cluster,
+        agent_dir,
+        hub_dir,
+    }
 }
 
 /// A client of the hub's agent listener holding the agent's own certificate, as a
@@ -287,39 +349,15 @@ async fn an_agent_syncs_its_cluster_into_the_hub_and_nothing_else() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_renews_its_certificate_and_goes_on_syncing() {
     let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
-    let hub_dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let hub_config = format!(
-        "shutdown: {{drain_delay: 1s}}\nagents: {{listen: '127.0.0.1:{port}', names: ['127.0.0.1'], certificate_lifetime: 30s}}\n"
-    );
-    let hub = Spawn::serve(&hub_config).in_dir(hub_dir.path()).start();
-    let cluster = unique("renewing");
-    let (status, body) = call(
-        &hub,
-        reqwest::Method::POST,
-        &format!("/cluster/{cluster}"),
-        json!({"mode": "agent"}),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let (_, body) = call(
-        &hub,
-        reqwest::Method::POST,
-        &format!("/cluster/{cluster}/agent-token"),
-        json!({}),
-    )
-    .await;
-    let issued = &body["data"];
-    let agent_dir = tempfile::tempdir().unwrap();
-    let config = agent_config(
-        issued["hub"].as_str().unwrap(),
-        issued["pin"].as_str().unwrap(),
-        issued["token"].as_str().unwrap(),
-        agent_dir.path(),
+    let linked = linked(
+        "renewing",
+        ", certificate_lifetime: 30s",
         &kube.kubeconfig,
-    );
-    let agent = spawn_agent(&config, agent_dir.path()).start();
-    let state_file = agent_dir.path().join("agent-state.json");
+        None,
+    )
+    .await;
+    let (agent, cluster) = (&linked.agent, linked.cluster.clone());
+    let state_file = linked.agent_dir.path().join("agent-state.json");
     wait_for(LIMIT, "the agent joined", || {
         let exists = state_file.exists();
         async move { exists }
@@ -340,7 +378,7 @@ async fn an_agent_renews_its_certificate_and_goes_on_syncing() {
     assert_eq!(renewed.identity.cluster.to_string(), cluster);
 
     let storage = karpor_storage::connect(&StorageConfig::Sqlite {
-        path: hub_dir.path().join("data/resources.db"),
+        path: linked.hub_dir.path().join("data/resources.db"),
     })
     .await
     .unwrap();
@@ -369,43 +407,13 @@ async fn an_agent_renews_its_certificate_and_goes_on_syncing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_join_waits_for_the_admins_approval_of_its_key() {
     let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
-    let hub_dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let hub_config = format!(
-        "shutdown: {{drain_delay: 1s}}\nagents: {{listen: '127.0.0.1:{port}', names: ['127.0.0.1'], approve_joins: true}}\n"
-    );
-    let hub = Spawn::serve(&hub_config).in_dir(hub_dir.path()).start();
-    let cluster = unique("approved");
-    let (status, body) = call(
-        &hub,
-        reqwest::Method::POST,
-        &format!("/cluster/{cluster}"),
-        json!({"mode": "agent"}),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let (_, body) = call(
-        &hub,
-        reqwest::Method::POST,
-        &format!("/cluster/{cluster}/agent-token"),
-        json!({}),
-    )
-    .await;
-    let issued = &body["data"];
-    let agent_dir = tempfile::tempdir().unwrap();
-    let config = agent_config(
-        issued["hub"].as_str().unwrap(),
-        issued["pin"].as_str().unwrap(),
-        issued["token"].as_str().unwrap(),
-        agent_dir.path(),
-        &kube.kubeconfig,
-    );
-    let agent = spawn_agent(&config, agent_dir.path()).start();
+    let linked = linked("approved", ", approve_joins: true", &kube.kubeconfig, None).await;
+    let (hub, agent, cluster) = (&linked.hub, &linked.agent, linked.cluster.clone());
 
     // The key the agent logs is the one the hub holds the join for.
     let status_path = format!("/cluster/{cluster}/agent");
     wait_for(LIMIT, "the hub holds the join", || {
-        let hub = &hub;
+        let hub = &linked.hub;
         let path = status_path.clone();
         async move {
             let (_, body) = call(hub, reqwest::Method::GET, &path, Value::Null).await;
@@ -413,7 +421,7 @@ async fn a_held_join_waits_for_the_admins_approval_of_its_key() {
         }
     })
     .await;
-    let (_, body) = call(&hub, reqwest::Method::GET, &status_path, Value::Null).await;
+    let (_, body) = call(hub, reqwest::Method::GET, &status_path, Value::Null).await;
     let pending = &body["data"]["pending"];
     let key = pending["key"].as_str().unwrap().to_owned();
     assert_eq!(pending["approved"], false, "{body}");
@@ -424,14 +432,14 @@ async fn a_held_join_waits_for_the_admins_approval_of_its_key() {
         .map(str::to_owned)
         .unwrap_or_default();
     assert!(logged.contains(&key), "{logged} / {key}");
-    let state_file = agent_dir.path().join("agent-state.json");
+    let state_file = linked.agent_dir.path().join("agent-state.json");
     assert!(!state_file.exists(), "joined before the approval");
     assert!(agent.logs().contains("approval"), "{}", agent.logs());
 
     // Another key is not approved; the agent's is, and it joins.
     let other = format!("sha256:{}", "ab".repeat(32));
     let (status, body) = call(
-        &hub,
+        hub,
         reqwest::Method::POST,
         &format!("/cluster/{cluster}/agent/approve"),
         json!({"key": other}),
@@ -439,7 +447,7 @@ async fn a_held_join_waits_for_the_admins_approval_of_its_key() {
     .await;
     assert_eq!(status, 409, "{body}");
     let (status, body) = call(
-        &hub,
+        hub,
         reqwest::Method::POST,
         &format!("/cluster/{cluster}/agent/approve"),
         json!({"key": key}),
@@ -453,7 +461,7 @@ async fn a_held_join_waits_for_the_admins_approval_of_its_key() {
     })
     .await;
     wait_for(LIMIT, "the hub says it joined and is connected", || {
-        let hub = &hub;
+        let hub = &linked.hub;
         let path = status_path.clone();
         async move {
             let (_, body) = call(hub, reqwest::Method::GET, &path, Value::Null).await;

@@ -7,12 +7,12 @@
 //! each, storage is equal to both clusters again, and the member credentials are nowhere
 //! in the hub's metadata, storage or log.
 
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use karpor_testkit::cluster::Kube;
 use karpor_testkit::process::{Karpor, Spawn};
 use karpor_testkit::proxy::FaultProxy;
+use karpor_testkit::services::free_port;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -42,14 +42,6 @@ pub(crate) struct AgentSystem {
     /// The member clusters' tokens: none may reach the hub.
     credentials: Vec<String>,
     _dir: TempDir,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The read-only rules of the agent's chart.
@@ -199,6 +191,7 @@ impl AgentSystem {
         for agent in &self.agents {
             agent.proxy.cut();
         }
+        // The fault's own length (the 30 s), not a wait for a condition.
         tokio::time::sleep(CUT_FOR).await;
         // The cut took: what the churn changed meanwhile has not reached the hub.
         let mut behind = 0;
@@ -231,6 +224,7 @@ impl AgentSystem {
         let mut row = self.row(&format!("hub killed {}s", HUB_DOWN_FOR.as_secs()));
         self.hub.signal("KILL");
         assert!(self.hub.wait_exit(Duration::from_secs(10)).is_some());
+        // The outage's own length (the 60 s), not a wait for a condition.
         tokio::time::sleep(HUB_DOWN_FOR).await;
         self.hub.serve_again(&self.config);
         let back = Instant::now();

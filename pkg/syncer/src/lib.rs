@@ -38,7 +38,7 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use checks::cluster::CLUSTER_CHECK_PREFIX;
+pub use checks::cluster::{cluster_check, CLUSTER_CHECK_PREFIX};
 pub use checks::syncer::{SyncerCheck, SYNCER_CHECK};
 pub use checks::unowned::OwnersCheck;
 pub use cluster::run::CLIENT_TIMEOUTS;

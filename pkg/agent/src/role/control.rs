@@ -123,10 +123,13 @@ fn take(
         Line::Control(Control::Cancel(id)) => running.cancel(id),
         Line::Control(Control::Read(request)) => {
             let Ok(slot) = slots.clone().try_acquire_owned() else {
-                let head = ReplyHead::Failed {
-                    message: format!("the agent serves {} reads at once", wire::MAX_READS_AT_ONCE),
-                };
-                spawn_reply(hub, request.id, Served::only(head), Duration::from_secs(10));
+                // The hub sends no more than this at once; beyond it nothing is spawned and
+                // the hub's read times out.
+                tracing::warn!(
+                    id = request.id,
+                    "a live read beyond the {} the agent serves at once; dropped",
+                    wire::MAX_READS_AT_ONCE
+                );
                 return;
             };
             let (hub, client, running) = (hub.clone(), client.clone(), running.clone());
@@ -145,11 +148,16 @@ fn take(
         }
         Line::Refuse { id, why } => {
             tracing::warn!(id, %why, "refused a live read");
+            // A refusal takes a read's place too: a hub sending garbage fast gets no more
+            // replies under way than reads.
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                return;
+            };
             spawn_reply(
                 hub,
                 id,
                 Served::only(ReplyHead::Refused { message: why }),
-                Duration::from_secs(10),
+                slot,
             );
         }
         Line::Garbage(why) => tracing::warn!(%why, "a control line that is no control"),
@@ -166,11 +174,16 @@ async fn read(hub: &Hub, client: kube::Client, request: LiveRequest) {
     }
 }
 
-fn spawn_reply(hub: &Arc<Hub>, id: u64, served: Served, within: Duration) {
+/// How long a refusal's reply may take to reach the hub.
+const REFUSAL_WITHIN: Duration = Duration::from_secs(10);
+
+/// Posts a refusal in a task of its own, holding `slot` (a read's place) while it does.
+fn spawn_reply(hub: &Arc<Hub>, id: u64, served: Served, slot: tokio::sync::OwnedSemaphorePermit) {
     let hub = hub.clone();
     tokio::spawn(async move {
+        let _slot = slot;
         let body = reqwest::Body::wrap_stream(served.into_stream());
-        if let Err(e) = hub.reply(id, body, within).await {
+        if let Err(e) = hub.reply(id, body, REFUSAL_WITHIN).await {
             tracing::info!(id, error = %e, "a refusal did not reach the hub");
         }
     });

@@ -13,7 +13,7 @@ use karpor_core::model::{Cluster, ClusterMode};
 use karpor_core::names::ClusterName;
 use karpor_health::{CheckOutcome, HealthChecker, HealthReporter, Membership, Reason};
 use karpor_metastore::Metastore;
-use karpor_syncer::CLUSTER_CHECK_PREFIX;
+use karpor_syncer::cluster_check;
 use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
@@ -80,11 +80,11 @@ pub async fn follow_agent_clusters(
                     .filter_map(|c| c.record.name.parse().ok())
                     .collect();
                 for gone in checked.difference(&agents) {
-                    health.deregister(&check_name(gone));
+                    health.deregister(&cluster_check(gone));
                 }
                 for new in agents.difference(&checked) {
                     let check = AgentClusterCheck {
-                        name: check_name(new),
+                        name: cluster_check(new),
                         cluster: new.clone(),
                         hub: hub.clone(),
                     };
@@ -99,8 +99,4 @@ pub async fn follow_agent_clusters(
             _ = tokio::time::sleep(FOLLOW_EVERY) => {}
         }
     }
-}
-
-fn check_name(cluster: &ClusterName) -> String {
-    format!("{CLUSTER_CHECK_PREFIX}{cluster}")
 }

@@ -14,7 +14,7 @@ use crate::status::clusters::{ClusterProgress, SyncState};
 pub const CLUSTER_CHECK_PREFIX: &str = "Cluster/";
 
 /// The name of a member cluster's check.
-pub(crate) fn cluster_check(cluster: &str) -> String {
+pub fn cluster_check(cluster: &str) -> String {
     format!("{CLUSTER_CHECK_PREFIX}{cluster}")
 }
 
