@@ -556,6 +556,16 @@ mod tests {
         ) -> Result<u64, StorageError> {
             Ok(0)
         }
+
+        async fn versions(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: Option<&str>,
+        ) -> Result<karpor_storage::VersionDigest, StorageError> {
+            Ok(karpor_storage::VersionDigest::default())
+        }
     }
 
     #[async_trait]

@@ -4,6 +4,7 @@
 //! in the same order (the conformance suite holds them to it).
 
 mod config;
+mod digest;
 mod document;
 mod elasticsearch;
 mod error;
@@ -21,6 +22,7 @@ use karpor_search::{Field, Query};
 use time::OffsetDateTime;
 
 pub use config::{ElasticConfig, RefreshPolicy, StorageConfig};
+pub use digest::VersionDigest;
 pub use document::{document_id, HistoryNote, ResourceDocument};
 pub use error::StorageError;
 pub use health::{reason_of, StorageCheck, STORAGE_CHECK};
@@ -111,6 +113,16 @@ pub trait ResourceStorage: Send + Sync + 'static {
         synced_before: OffsetDateTime,
         history: Option<&HistoryNote>,
     ) -> Result<u64, StorageError>;
+
+    /// The digest of one type's documents not marked deleted in `cluster` (in
+    /// `namespace`, when given): the scope of [`ResourceStorage::purge_unseen`].
+    async fn versions(
+        &self,
+        cluster: &str,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<VersionDigest, StorageError>;
 }
 
 /// One page of a search.

@@ -16,7 +16,7 @@ use crate::history::{
 };
 use crate::{
     AuditTotals, Bucket, ResourceDocument, ResourceStorage, SearchResult, SearchStorage, Storage,
-    StorageError,
+    StorageError, VersionDigest,
 };
 
 /// `storage`, its operations measured in `registry`.
@@ -114,6 +114,17 @@ impl ResourceStorage for Metered {
             history,
         );
         self.ops.observe("purge", work).await
+    }
+
+    async fn versions(
+        &self,
+        cluster: &str,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<VersionDigest, StorageError> {
+        let work = self.inner.versions(cluster, api_version, kind, namespace);
+        self.ops.observe("versions", work).await
     }
 }
 

@@ -32,6 +32,7 @@ use crate::history::{revise, Revision};
 use crate::window::{capped_total, total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
+    VersionDigest,
 };
 
 const BULK_ATTEMPTS: u32 = 8;
@@ -606,6 +607,54 @@ impl ResourceStorage for ElasticStorage {
             self.record_deletions(&query, note).await?;
         }
         self.delete_by_query(query).await
+    }
+
+    async fn versions(
+        &self,
+        cluster: &str,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<VersionDigest, StorageError> {
+        const PAGE: usize = 5_000;
+        self.ready().await?;
+        let mut filter = vec![
+            json!({"term": {"cluster": cluster}}),
+            json!({"term": {"apiVersion": api_version}}),
+            json!({"term": {"kind": kind}}),
+            json!({"term": {"deleted": false}}),
+        ];
+        if let Some(namespace) = namespace {
+            filter.push(json!({"term": {"namespace": namespace}}));
+        }
+        let mut digest = VersionDigest::default();
+        let mut after: Option<Json> = None;
+        // Page by page in id order: a type's documents are never all in memory at once.
+        loop {
+            let mut body = json!({
+                "query": {"bool": {"filter": filter}},
+                "_source": ["uid", "resourceVersion"],
+                "size": PAGE,
+                "sort": [{"id": "asc"}],
+                "track_total_hits": false,
+            });
+            if let Some(after) = &after {
+                body["search_after"] = after.clone();
+            }
+            let answer = self.search_request(body, "document versions").await?;
+            let hits = answer["hits"]["hits"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for hit in &hits {
+                let text = |field: &str| hit["_source"][field].as_str().unwrap_or_default();
+                digest.add(text("uid"), text("resourceVersion"));
+            }
+            match hits.last() {
+                Some(last) if hits.len() == PAGE => after = Some(last["sort"].clone()),
+                _ => return Ok(digest),
+            }
+        }
     }
 }
 

@@ -24,6 +24,7 @@ use crate::history::revise;
 use crate::window::{capped_total, total, window};
 use crate::{
     aggregatable, AuditTotals, Bucket, ResourceStorage, SearchResult, SearchStorage, StorageError,
+    VersionDigest,
 };
 use translate::{
     filter, has_keyword_conjunct, keywords, order, page_scope, sort_column, Param, ScopeUse, Sql,
@@ -495,6 +496,41 @@ impl ResourceStorage for SqliteStorage {
         }
         self.delete_where(&condition, params, history.map(|note| (note, None)))
             .await
+    }
+
+    async fn versions(
+        &self,
+        cluster: &str,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<VersionDigest, StorageError> {
+        use futures::TryStreamExt;
+        const OF_TYPE: &str = "SELECT uid, resource_version FROM resources \
+            WHERE cluster = ? AND api_version = ? AND kind = ? AND deleted = 0";
+        const IN_NAMESPACE: &str = "SELECT uid, resource_version FROM resources \
+            WHERE cluster = ? AND api_version = ? AND kind = ? AND deleted = 0 AND namespace = ?";
+        let query = sqlx::query(if namespace.is_some() {
+            IN_NAMESPACE
+        } else {
+            OF_TYPE
+        })
+        .bind(cluster)
+        .bind(api_version)
+        .bind(kind);
+        let query = match namespace {
+            Some(namespace) => query.bind(namespace),
+            None => query,
+        };
+        // Streamed: a type's rows are never all in memory at once.
+        let mut rows = query.fetch(&self.pool);
+        let mut digest = VersionDigest::default();
+        while let Some(row) = rows.try_next().await.map_err(from_sqlx)? {
+            let uid: String = row.try_get(0).map_err(from_sqlx)?;
+            let version: String = row.try_get(1).map_err(from_sqlx)?;
+            digest.add(&uid, &version);
+        }
+        Ok(digest)
     }
 }
 
