@@ -15,6 +15,10 @@ pub const PLAN: &str = "/plan";
 /// `POST`: a batch of writes, answered once storage committed them.
 pub const WRITES: &str = "/writes";
 
+/// `POST`, a [`karpor_syncer::TypeScope`]: the digest of what storage holds of it
+/// ([`karpor_storage::VersionDigest`]), for a first list after a restart to compare with.
+pub const VERSIONS: &str = "/versions";
+
 /// The most writes one batch may hold; the agent's writer sends one at a time.
 pub const MAX_WRITES: usize = 64;
 /// The most documents all the writes of one batch may hold together.
@@ -65,6 +69,17 @@ impl WriteBatch {
             })
             .sum()
     }
+}
+
+/// A [`karpor_syncer::TypeScope`] as the hub reads it: each name parsed before it
+/// reaches a storage query.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VersionsRequest {
+    pub api_version: karpor_core::names::ApiVersion,
+    pub kind: karpor_core::names::KindName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<karpor_core::names::Namespace>,
 }
 
 /// What a committed batch did.

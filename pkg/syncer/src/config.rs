@@ -22,6 +22,9 @@ pub struct SyncerConfig {
     pub batch_window: Duration,
     /// Watch events queued per cluster before the watchers wait for storage.
     pub queue: usize,
+    /// Changes each watched type remembers by uid while the queue is full; past them the
+    /// type relists once writes resume.
+    pub changes_behind: usize,
     /// How often each cluster's discovery runs again, to pick up new resource types.
     #[serde(with = "humantime_serde")]
     pub rediscover_interval: Duration,
@@ -53,6 +56,7 @@ impl Default for SyncerConfig {
             batch_size: settings.writer.max_documents,
             batch_window: settings.writer.window,
             queue: settings.writer.queue,
+            changes_behind: settings.writer.behind,
             rediscover_interval: settings.rediscover,
             member: None,
             lease_ttl: settings.lease_ttl,
@@ -72,6 +76,9 @@ impl SyncerConfig {
         }
         if self.queue == 0 {
             return fail("queue", "must be at least 1");
+        }
+        if self.changes_behind == 0 {
+            return fail("changes_behind", "must be at least 1");
         }
         if self.batch_window.is_zero() {
             return fail("batch_window", "must be above zero");
@@ -115,6 +122,7 @@ impl SyncerConfig {
                 max_documents: self.batch_size,
                 window: self.batch_window,
                 queue: self.queue,
+                behind: self.changes_behind,
                 ..defaults.writer
             },
             rediscover: self.rediscover_interval,

@@ -48,7 +48,7 @@ pub use cluster::run::CLIENT_TIMEOUTS;
 pub fn client_cache(exec: Arc<ExecSettings>) -> Arc<ClientCache> {
     Arc::new(ClientCache::new(exec, CLIENT_TIMEOUTS))
 }
-pub use cluster::sink::{apply, Sink, SinkError, Upserted, Write};
+pub use cluster::sink::{apply, Sink, SinkError, TypeScope, Upserted, Write};
 pub use cluster::sweep::Coverage;
 pub use cluster::writer::WriterSettings;
 pub use config::{SyncerConfig, MEMBER_ENV};

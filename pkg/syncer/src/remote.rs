@@ -4,7 +4,7 @@
 //! agent's own client and the hub as the writer's sink. No lease: the cluster's agent is
 //! the only one that writes it, by its certificate.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use karpor_audit::AuditConfig;
@@ -16,7 +16,7 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 
 use crate::cluster::fence::Fence;
-use crate::cluster::run::{ClusterRun, ClusterSync};
+use crate::cluster::run::{ClusterRun, ClusterSync, Resume};
 use crate::cluster::sink::Sink;
 use crate::ingest::policy::{Ingest, IngestPolicy};
 use crate::rules::resolve::{rules_for, VersionedRule};
@@ -114,6 +114,9 @@ pub struct RemoteParts {
     pub sink: Arc<dyn Sink>,
     pub settings: SyncSettings,
     pub metrics: SyncMetrics,
+    /// The fingerprints of the targets whose lists the hub held when the agent last ran
+    /// ([`RemoteSync::held`]): their first lists compare digests instead of sending.
+    pub held_before: BTreeSet<String>,
 }
 
 /// An agent's sync of its cluster, following the plans the hub sends.
@@ -125,6 +128,7 @@ pub struct RemoteSync {
     /// Held so the run's storage-recovery signal stays open; the hub relists a cluster
     /// by asking, not through it.
     _recoveries: watch::Sender<u64>,
+    held: Arc<watch::Sender<BTreeSet<String>>>,
 }
 
 impl RemoteSync {
@@ -138,6 +142,8 @@ impl RemoteSync {
             ingest: Arc::new(plan.ingest()),
         });
         let (recoveries, recoveries_seen) = watch::channel(0);
+        // Empty until each list is held again: a target no longer watched is not kept.
+        let held = Arc::new(watch::Sender::new(BTreeSet::new()));
         let fence = Fence::new();
         fence.extend(
             AGENT_LEASE,
@@ -164,6 +170,10 @@ impl RemoteSync {
             recoveries: recoveries_seen,
             policy: policy_seen,
             fence: (fence, AGENT_LEASE),
+            resume: Resume {
+                held_before: parts.held_before,
+                held: held.clone(),
+            },
         });
         RemoteSync {
             rules,
@@ -171,6 +181,7 @@ impl RemoteSync {
             status,
             sync,
             _recoveries: recoveries,
+            held,
         }
     }
 
@@ -194,6 +205,12 @@ impl RemoteSync {
             }
             changed
         });
+    }
+
+    /// The fingerprints of the targets whose lists the hub holds now, for the agent to
+    /// keep across a restart (as [`RemoteParts::held_before`]).
+    pub fn held(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.held.subscribe()
     }
 
     /// The sync's status: the agent's own `/readyz` reports it.

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use karpor_storage::Storage;
-use karpor_syncer::{Sink, SinkError, SyncPlan, Write};
+use karpor_storage::{Storage, VersionDigest};
+use karpor_syncer::{Sink, SinkError, SyncPlan, TypeScope, Write};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -218,6 +218,18 @@ impl Sink for HubSink {
 
     fn storage(&self) -> Option<&Arc<dyn Storage>> {
         None
+    }
+
+    async fn versions(
+        &self,
+        _cluster: &str,
+        scope: &TypeScope,
+    ) -> Result<Option<VersionDigest>, SinkError> {
+        let digest = self
+            .0
+            .call(reqwest::Method::POST, wire::VERSIONS, Some(scope))
+            .await?;
+        Ok(Some(digest))
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod backoff;
 mod control;
+mod held;
 mod hub;
 pub mod link;
 mod serve;
@@ -68,6 +69,8 @@ pub async fn run(parts: RoleParts, stop: CancellationToken) -> Result<(), RoleEr
         return Ok(());
     };
     let client = member_client(config, &parts.exec).await?;
+    let held_at = held::path_beside(&config.state_file);
+    let held_before = held::load(held_at.clone()).await;
     // Live reads through the control stream, beside the sync: one never waits on the other.
     let control = tokio::spawn(control::run(
         hub.clone(),
@@ -81,9 +84,11 @@ pub async fn run(parts: RoleParts, stop: CancellationToken) -> Result<(), RoleEr
             sink: Arc::new(HubSink(hub.clone())),
             settings: parts.settings,
             metrics: parts.metrics.clone(),
+            held_before,
         },
         &plan,
     );
+    let keeper = tokio::spawn(held::keep(held_at, sync.held()));
     let jitter = unit_random();
     // A deadline, not a wait: each plan poll goes round the loop, and a wait started
     // afresh each time would never end.
@@ -114,6 +119,7 @@ pub async fn run(parts: RoleParts, stop: CancellationToken) -> Result<(), RoleEr
     }
     sync.stop().await;
     let _ = control.await;
+    let _ = keeper.await;
     Ok(())
 }
 

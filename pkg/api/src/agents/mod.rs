@@ -143,6 +143,13 @@ fn table() -> AgentRoutes {
     )
     .route(
         Permission::Agent,
+        Exchange,
+        Method::POST,
+        wire::VERSIONS,
+        post(routes::versions),
+    )
+    .route(
+        Permission::Agent,
         Stream,
         Method::GET,
         wire::CONTROL,
@@ -340,6 +347,7 @@ mod tests {
             ("POST", wire::JOIN, Permission::AgentJoin),
             ("POST", wire::RENEW, Permission::Agent),
             ("POST", wire::REPLY_ROUTE, Permission::Agent),
+            ("POST", wire::VERSIONS, Permission::Agent),
             ("POST", wire::WRITES, Permission::Agent),
         ]
         .map(|(method, path, permission)| {

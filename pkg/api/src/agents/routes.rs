@@ -5,7 +5,9 @@ use axum::http::StatusCode;
 use axum::Extension;
 use karpor_agent::identity::AgentIdentity;
 use karpor_agent::token::JoinToken;
-use karpor_agent::wire::{Certified, JoinRequest, RenewRequest, WriteBatch, Written};
+use karpor_agent::wire::{
+    Certified, JoinRequest, RenewRequest, VersionsRequest, WriteBatch, Written,
+};
 use karpor_agent::AgentError;
 use karpor_syncer::SyncPlan;
 
@@ -89,4 +91,24 @@ pub(super) async fn writes(
             karpor_syncer::apply(state.storage.as_ref(), &cluster, write, &state.audit).await?;
     }
     Ok(Reply::ok(Written { removed }))
+}
+
+/// The digest of what storage holds of one type of the certificate's cluster: a
+/// restarted agent sends a type's list again only when its own digest differs.
+pub(super) async fn versions(
+    State(state): State<AgentState>,
+    Extension(identity): Extension<AgentIdentity>,
+    Body(scope): Body<VersionsRequest>,
+) -> ApiResult<karpor_storage::VersionDigest> {
+    let cluster = identity.cluster.to_string();
+    let digest = state
+        .storage
+        .versions(
+            &cluster,
+            &scope.api_version,
+            &scope.kind,
+            scope.namespace.as_deref(),
+        )
+        .await?;
+    Ok(Reply::ok(digest))
 }

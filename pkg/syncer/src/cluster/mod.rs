@@ -3,6 +3,7 @@
 //! its targets no longer cover and counts each type's documents. The writer writes only
 //! while this member's `fence` holds.
 
+pub(crate) mod behind;
 pub(crate) mod document_counts;
 pub(crate) mod fence;
 pub(crate) mod owed_lists;

@@ -4,7 +4,7 @@
 //! list its type (forbidden, gone) owes nothing while it fails: its type shows the error
 //! and the rest of the cluster settles.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use karpor_health::Reason;
@@ -39,20 +39,27 @@ struct Owed {
     sweep: bool,
 }
 
+/// The fingerprints ([`TargetKey::fingerprint`]) of the targets whose lists the sink
+/// holds: an agent keeps them across a restart, to compare those lists instead of sending
+/// them again.
+pub(crate) type Held = Arc<watch::Sender<BTreeSet<String>>>;
+
 #[derive(Debug)]
 pub(crate) struct Lists {
     owed: Mutex<Owed>,
     progress: Arc<ClusterProgress>,
     /// Bumped on every change, for [`Lists::settled`].
     changes: watch::Sender<u64>,
+    held: Held,
 }
 
 impl Lists {
-    pub(crate) fn new(progress: Arc<ClusterProgress>) -> Self {
+    pub(crate) fn new(progress: Arc<ClusterProgress>, held: Held) -> Self {
         Lists {
             owed: Mutex::default(),
             progress,
             changes: watch::Sender::new(0),
+            held,
         }
     }
 
@@ -96,7 +103,17 @@ impl Lists {
             watch.failing = None;
             watch.progress.set_state(TypeState::Synced);
         }
+        let fingerprint = key.fingerprint();
+        self.held
+            .send_if_modified(|held| held.insert(fingerprint.clone()));
         self.changed();
+    }
+
+    /// A watcher stopped for good (its type, namespace or options changed): the sink's
+    /// documents of it are no longer those of a list under its options.
+    pub(crate) fn forget(&self, key: &TargetKey) {
+        let fingerprint = key.fingerprint();
+        self.held.send_if_modified(|held| held.remove(&fingerprint));
     }
 
     /// A watcher cannot list or watch its type now.

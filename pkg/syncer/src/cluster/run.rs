@@ -3,7 +3,7 @@
 //! watcher per resolved target, the writer they share, and the sweep that removes what
 //! the targets no longer cover once the new watchers have listed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use tracing::Instrument;
 
 use crate::cluster::document_counts;
 use crate::cluster::fence::Fence;
-use crate::cluster::owed_lists::Lists;
+use crate::cluster::owed_lists::{Held, Lists};
 use crate::cluster::sink::Sink;
 use crate::cluster::sweep::Coverage;
 use crate::cluster::watcher::{now_millis, Watcher};
@@ -105,6 +105,17 @@ pub(crate) struct ClusterRun {
     /// This member's lease, and the id of the one the sync runs under: its writer writes
     /// only while that one holds.
     pub fence: (Arc<Fence>, i64),
+    pub resume: Resume,
+}
+
+/// What a run knows of the sink's lists from before it: an agent's, across a restart.
+#[derive(Default)]
+pub(crate) struct Resume {
+    /// The fingerprints of the targets whose lists the sink held before: compared with
+    /// the sink's digest rather than sent, once each.
+    pub held_before: BTreeSet<String>,
+    /// Where the run keeps the fingerprints of those it holds now.
+    pub held: Held,
 }
 
 /// A watcher running, and how to stop it.
@@ -187,6 +198,8 @@ struct Connected {
     /// one changed: discovery runs at once, not at the next interval.
     crds_changed: Arc<Notify>,
     watchers: HashMap<TargetKey, RunningWatcher>,
+    /// Fingerprints of targets whose first list may compare (see [`Resume`]).
+    held_before: BTreeSet<String>,
     policy: PolicySeen,
     rules: RulesSeen,
     recoveries: Recoveries,
@@ -209,7 +222,7 @@ struct Connected {
 impl Connected {
     /// Publishes the client to the cluster's check and starts the writer.
     fn start(
-        run: ClusterRun,
+        mut run: ClusterRun,
         client: ClusterClient,
         recoveries: Recoveries,
         stop: CancellationToken,
@@ -228,9 +241,10 @@ impl Connected {
         let mut server_probe = tokio::time::interval(SERVER_PROBE_INTERVAL);
         server_probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Connected {
-            lists: Arc::new(Lists::new(run.progress.clone())),
+            lists: Arc::new(Lists::new(run.progress.clone(), run.resume.held.clone())),
             crds_changed: Arc::new(Notify::new()),
             watchers: HashMap::new(),
+            held_before: std::mem::take(&mut run.resume.held_before),
             policy: run.policy.clone(),
             rules: run.rules.clone(),
             recoveries,
@@ -299,7 +313,7 @@ impl Connected {
     /// Rules over a limit: nothing is watched, and nothing swept: the documents stay until
     /// rules that fit say what to keep.
     async fn watch_nothing(&mut self) {
-        self.stop_watchers().await;
+        self.stop_watchers(true).await;
         self.run.progress.set_rules(Vec::new());
         (self.sweep_owed, self.covered) = (false, None);
     }
@@ -383,7 +397,7 @@ impl Connected {
     /// Stopped first: a watcher with other options would otherwise look like a type no
     /// longer selected.
     async fn relist(&mut self) -> Next {
-        self.stop_watchers().await;
+        self.stop_watchers(true).await;
         self.relisting = true;
         Next::Discover
     }
@@ -395,7 +409,7 @@ impl Connected {
         let Some(renewed) = self.run.connect(&self.stop).await else {
             return Next::Stop;
         };
-        self.stop_watchers().await;
+        self.stop_watchers(true).await;
         self.client = renewed;
         self.run
             .client
@@ -487,6 +501,7 @@ impl Connected {
             watcher.stop.cancel();
             let _ = watcher.task.await;
             self.lists.stopped(&key);
+            self.lists.forget(&key);
             tracing::info!(
                 kind = watcher.target.resource.kind,
                 api_version = watcher.target.resource.api_version,
@@ -507,6 +522,9 @@ impl Connected {
                 lists: self.lists.clone(),
                 crds_changed: crds.then(|| self.crds_changed.clone()),
                 watching_since: self.run.registered_at,
+                sink: self.run.sink.clone(),
+                compare: self.held_before.remove(&key.fingerprint()),
+                behind: self.run.settings.writer.behind,
             };
             let task = tokio::spawn(watcher.run(stop.clone()).in_current_span());
             self.watchers
@@ -514,17 +532,22 @@ impl Connected {
         }
     }
 
-    async fn stop_watchers(&mut self) {
+    /// Stops every watcher; `forget`: for good, not just for this run (see
+    /// [`Lists::forget`]).
+    async fn stop_watchers(&mut self, forget: bool) {
         for (key, watcher) in self.watchers.drain() {
             watcher.stop.cancel();
             let _ = watcher.task.await;
             self.lists.stopped(&key);
+            if forget {
+                self.lists.forget(&key);
+            }
         }
     }
 
     /// Stops the watchers, then lets the writer write what it holds (bounded).
     async fn shut_down(mut self) {
-        self.stop_watchers().await;
+        self.stop_watchers(false).await;
         let Connected {
             run,
             writer,

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use karpor_audit::AuditConfig;
-use karpor_storage::{HistoryNote, ResourceDocument, Storage, StorageError};
+use karpor_storage::{HistoryNote, ResourceDocument, Storage, StorageError, VersionDigest};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -29,6 +29,28 @@ pub trait Sink: Send + Sync {
     /// Whether this sink's storage can be read here (to count a cluster's documents):
     /// only the hub's can.
     fn storage(&self) -> Option<&Arc<dyn Storage>>;
+
+    /// The digest of what the sink holds of `scope` in `cluster`, for a first list to
+    /// compare itself with; `None` when the sink does not compare (the hub's own syncer
+    /// writes its lists again after a restart).
+    async fn versions(
+        &self,
+        _cluster: &str,
+        _scope: &TypeScope,
+    ) -> Result<Option<VersionDigest>, SinkError> {
+        Ok(None)
+    }
+}
+
+/// One type of a cluster, in one namespace or all: what one list covers and its purge
+/// removes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TypeScope {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// One write, as the writer sends it and the hub receives it from an agent.

@@ -1,8 +1,9 @@
 //! One writer per cluster between its watchers and its sink (storage, or the hub): documents are written in
 //! batches bounded by count, size and a time window, in the order the watchers sent
 //! them. The queue is bounded and a failed write is retried until it succeeds, so a slow
-//! or dead storage stops the watchers from reading more (backpressure) instead of
-//! dropping events or buffering without bound.
+//! or dead storage holds up the watchers' lists (backpressure) and makes their watches
+//! remember changes by uid, bounded ([`crate::cluster::behind`]), instead of dropping
+//! events or buffering objects without bound.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +73,9 @@ pub struct WriterSettings {
     pub window: Duration,
     /// Operations queued between the watchers and the writer.
     pub queue: usize,
+    /// Changes each watcher remembers (by uid) while the queue is full, before its type
+    /// relists instead.
+    pub behind: usize,
 }
 
 impl Default for WriterSettings {
@@ -81,6 +85,7 @@ impl Default for WriterSettings {
             max_bytes: 4 * 1024 * 1024,
             window: Duration::from_millis(100),
             queue: 1024,
+            behind: 4096,
         }
     }
 }

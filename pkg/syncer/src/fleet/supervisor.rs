@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::checks::cluster::{cluster_check, ClusterCheck};
 use crate::cluster::fence::Fence;
 use crate::cluster::run::Recoveries;
-use crate::cluster::run::{span as cluster_span, ClusterRun, ClusterSync};
+use crate::cluster::run::{span as cluster_span, ClusterRun, ClusterSync, Resume};
 use crate::cluster::sink::StorageSink;
 use crate::fleet::lease::LeaseSeen;
 use crate::fleet::{lease, outage, placement};
@@ -450,6 +450,8 @@ impl Supervisor {
                 recoveries: state.recoveries.clone(),
                 policy: state.policy.subscribe(),
                 fence: (state.fence.clone(), lease),
+                // The hub's syncer writes its lists again after a restart.
+                resume: Resume::default(),
             });
             state.running.insert(
                 name,

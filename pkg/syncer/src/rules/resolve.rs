@@ -85,6 +85,22 @@ pub(crate) struct TargetKey {
     pub options: Arc<WatchOptions>,
 }
 
+impl TargetKey {
+    /// The watcher in a few bytes: its type, namespace and every option its documents are
+    /// written with, and this binary's version (a newer one may write them otherwise).
+    /// Equal fingerprints write equal documents of equal objects.
+    pub(crate) fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        hash.update(env!("CARGO_PKG_VERSION").as_bytes());
+        hash.update([0]);
+        // Debug holds every field; none is a hash map, so it is the same in every run.
+        hash.update(format!("{self:?}").as_bytes());
+        let bytes: [u8; 32] = hash.finalize().into();
+        bytes[..16].iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
 impl Target {
     pub(crate) fn key(&self) -> TargetKey {
         TargetKey {
