@@ -70,6 +70,8 @@ pub(crate) struct Linked {
     pub cluster: String,
     pub agent_dir: TempDir,
     pub hub_dir: TempDir,
+    /// The agent's config, to start it again.
+    pub agent_config: String,
 }
 
 pub(crate) async fn linked(
@@ -127,6 +129,7 @@ pub(crate) async fn linked(
         cluster,
         agent_dir,
         hub_dir,
+        agent_config: config,
     }
 }
 
