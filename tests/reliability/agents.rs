@@ -1,9 +1,10 @@
 //! Agent mode under faults: a hub (`karpor serve` on the embedded stores, with an agent
 //! listener) and one `karpor agent` per member cluster, each with a read-only
 //! ServiceAccount token (the agent chart's ClusterRole) and each reaching the hub through
-//! a TCP proxy that can cut the link. Agent `a` runs with the default queue, `b` with a
-//! queue of 8 changes, so a 30 s cut under churn stays below one agent's bound and goes
-//! far above the other's. The link cut for 30 s, then the hub killed for 60 s: after
+//! a TCP proxy that can cut the link. Both agents queue 8 changes, so a cut soon fills
+//! the queue; what changes after is remembered by uid up to `syncer.changes_behind`:
+//! agent `a` keeps the default (4,096, far above 30 s of churn) and sends what it
+//! remembered once the link is back; `b` keeps 16, so it relists instead. The link cut for 30 s, then the hub killed for 60 s: after
 //! each, storage is equal to both clusters again, and the member credentials are nowhere
 //! in the hub's metadata, storage or log.
 
@@ -23,12 +24,17 @@ use crate::system::{converge, differing, stored, LIMIT};
 pub(crate) const CONFIG: &str = "agents";
 const CUT_FOR: Duration = Duration::from_secs(30);
 const HUB_DOWN_FOR: Duration = Duration::from_secs(60);
-/// Agent `b`'s queue: far below what 30 s of churn changes.
+/// Both agents' queues: far below what 30 s of churn changes.
 const SMALL_QUEUE: usize = 8;
+/// Agent `b`'s memory of changes: far below what 30 s of churn changes.
+const SMALL_MEMORY: usize = 16;
+/// What an agent logs when it sent what it remembered, and when it relisted instead.
+const CAUGHT_UP: &str = "caught up with what changed while writes were behind";
+const RELISTED: &str = "relisting: more objects changed than syncer.changes_behind";
 
 struct Agent {
     proxy: FaultProxy,
-    _process: Karpor,
+    process: Karpor,
     _dir: TempDir,
 }
 
@@ -84,11 +90,13 @@ impl AgentSystem {
         };
         let target = format!("127.0.0.1:{port}").parse().unwrap();
         for member in members {
-            let queue = match member.name {
-                "b" => SMALL_QUEUE,
-                _ => 0,
+            let syncer = match member.name {
+                "b" => {
+                    format!("syncer: {{queue: {SMALL_QUEUE}, changes_behind: {SMALL_MEMORY}}}\n")
+                }
+                _ => format!("syncer: {{queue: {SMALL_QUEUE}}}\n"),
             };
-            let agent = system.enroll(member, target, queue).await;
+            let agent = system.enroll(member, target, &syncer).await;
             system.agents.push(agent);
         }
         system
@@ -110,12 +118,12 @@ impl AgentSystem {
     }
 
     /// `member` registered in agent mode, and its agent joined through a proxy of its
-    /// own (`queue` 0: the default).
+    /// own (`syncer`: the agent's `syncer:` section).
     async fn enroll(
         &mut self,
         member: &Member,
         target: std::net::SocketAddr,
-        queue: usize,
+        syncer: &str,
     ) -> Agent {
         let cluster = member.name;
         self.call(
@@ -142,10 +150,6 @@ impl AgentSystem {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("member.kubeconfig");
         std::fs::write(&kubeconfig, &read_only).unwrap();
-        let syncer = match queue {
-            0 => String::new(),
-            n => format!("syncer: {{queue: {n}}}\n"),
-        };
         let config = format!(
             "shutdown: {{drain_delay: 1s}}\n{syncer}\
              agent: {{hub: 'https://127.0.0.1:{}', pin: '{}', token: '{}', kubeconfig: '{}', \
@@ -164,7 +168,7 @@ impl AgentSystem {
         .start();
         Agent {
             proxy,
-            _process: process,
+            process,
             _dir: dir,
         }
     }
@@ -185,9 +189,15 @@ impl AgentSystem {
     /// Every agent's link cut for [`CUT_FOR`] under churn, then given back.
     pub(crate) async fn link_cut(&mut self, members: &[Member]) -> Row {
         let mut row = self.row(&format!(
-            "agent links cut {}s (a: default queue, b: queue {SMALL_QUEUE})",
+            "agent links cut {}s (queues of {SMALL_QUEUE}; a remembers 4096 changes, b {SMALL_MEMORY})",
             CUT_FOR.as_secs()
         ));
+        let logged = |agent: &Agent, line: &str| agent.process.logs().matches(line).count();
+        let before: Vec<(usize, usize)> = self
+            .agents
+            .iter()
+            .map(|a| (logged(a, CAUGHT_UP), logged(a, RELISTED)))
+            .collect();
         for agent in &self.agents {
             agent.proxy.cut();
         }
@@ -216,6 +226,18 @@ impl AgentSystem {
         let (took, lost) = self.converged(members, back).await;
         row.converge = Some(took);
         row.lost = lost;
+        // Below its bound, `a` sent what it remembered and relisted nothing; above it, `b`
+        // relisted.
+        let (a, b) = (&self.agents[0], &self.agents[1]);
+        let after_a = (logged(a, CAUGHT_UP), logged(a, RELISTED));
+        let after_b = logged(b, RELISTED);
+        assert!(
+            after_a.0 > before[0].0 && after_a.1 == before[0].1,
+            "agent a: {}",
+            a.process.logs()
+        );
+        assert!(after_b > before[1].1, "agent b: {}", b.process.logs());
+        row.note = format!("{}; a sent what it remembered, b relisted", row.note);
         row
     }
 

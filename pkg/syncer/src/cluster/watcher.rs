@@ -101,6 +101,8 @@ impl Watcher {
         let mut pass = FirstPass::Send;
         let mut compare = self.compare;
         let mut behind = Behind::new(self.behind);
+        // Operations sent from memory since the writer fell behind.
+        let mut from_memory = 0usize;
         let mut failing = false;
         loop {
             let step = tokio::select! {
@@ -121,7 +123,8 @@ impl Watcher {
                             if first_list.is_none() {
                                 first_list = behind.take_first_list();
                             }
-                            (events, list_began) = (start(), None);
+                            (events, list_began, from_memory) = (start(), None, 0);
+                            continue;
                         }
                         Some(Due::Read {
                             uid,
@@ -141,6 +144,15 @@ impl Watcher {
                         },
                         Some(Due::Send(op)) => permit.send(*op),
                         None => {}
+                    }
+                    from_memory += 1;
+                    if behind.is_idle() {
+                        tracing::info!(
+                            kind = self.target.resource.kind,
+                            changes = from_memory,
+                            "caught up with what changed while writes were behind"
+                        );
+                        from_memory = 0;
                     }
                     continue;
                 }
