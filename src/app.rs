@@ -344,7 +344,13 @@ async fn agent_listener(
         .context("cannot read or make the agents' certificate authority")?;
     let tls = karpor_agent::tls::hub_server(&authority, &listener.names)
         .context("cannot make the agent listener's certificate")?;
-    let sessions = Arc::new(karpor_api::AgentSessions::default());
+    let sessions = Arc::new(match listener.peer() {
+        Some(me) => karpor_api::AgentSessions::with_peers(
+            karpor_api::Peers::new(me, parts.metastore.clone(), &authority)
+                .context("cannot make the client of the other hub replicas")?,
+        ),
+        None => karpor_api::AgentSessions::default(),
+    });
     let router = karpor_api::agent_routes(karpor_api::AgentParts {
         metastore: parts.metastore.clone(),
         storage: parts.storage.clone(),

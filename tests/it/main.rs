@@ -7,6 +7,7 @@
 
 mod agent;
 mod agent_live;
+mod agent_replicas;
 mod agent_resume;
 mod ai;
 mod api;

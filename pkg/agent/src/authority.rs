@@ -116,6 +116,17 @@ impl Authority {
             .ok_or_else(|| AgentError::Authority("its certificate does not parse".into()))
     }
 
+    /// What hub replicas present to each other's agent listener (forwarded live reads):
+    /// derived from the authority's key, which only replicas read, so no agent can.
+    pub fn peer_secret(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        hash.update(b"karpor-peer-v1\0");
+        hash.update(self.key_pem.as_bytes());
+        let bytes: [u8; 32] = hash.finalize().into();
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// The fingerprint of the key `request_pem` is over, once its signature is checked.
     pub fn request_fingerprint(request_pem: &str) -> Result<String, AgentError> {
         let request = parse_request(request_pem)?;

@@ -31,6 +31,11 @@ pub struct AgentListenerConfig {
     /// (`POST /cluster/NAME/agent/approve`), as well as bringing a good token.
     #[serde(default)]
     pub approve_joins: bool,
+    /// The URL the other hub replicas reach this one's agent listener by (its pod's
+    /// address): a live read for an agent connected to another replica is forwarded
+    /// there. Unset: a replica serves only the agents connected to it.
+    #[serde(default)]
+    pub peer_url: Option<String>,
 }
 
 fn default_certificate_lifetime() -> Duration {
@@ -64,6 +69,9 @@ impl AgentListenerConfig {
         if let Some(advertise) = &self.advertise {
             hub_url(advertise).map_err(|why| ConfigIssue::new("agents.advertise", why))?;
         }
+        if let Some(peer) = &self.peer_url {
+            hub_url(peer).map_err(|why| ConfigIssue::new("agents.peer_url", why))?;
+        }
         let lifetime = self.certificate_lifetime;
         if !(MIN_CERTIFICATE_LIFETIME..=MAX_CERTIFICATE_LIFETIME).contains(&lifetime) {
             return Err(ConfigIssue::new(
@@ -74,6 +82,13 @@ impl AgentListenerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// This replica's address for the others, without a trailing slash.
+    pub fn peer(&self) -> Option<String> {
+        self.peer_url
+            .as_deref()
+            .map(|url| url.trim_end_matches('/').to_owned())
     }
 
     /// The hub's address as an install line gives it.
@@ -250,8 +265,15 @@ mod tests {
             advertise: None,
             certificate_lifetime: default_certificate_lifetime(),
             approve_joins: false,
+            peer_url: None,
         };
         assert!(config.validate().is_ok());
+        config.peer_url = Some("http://hub-0:7446".into());
+        assert_eq!(config.validate().unwrap_err().key(), "agents.peer_url");
+        config.peer_url = Some("https://hub-0.hub:7446/".into());
+        assert!(config.validate().is_ok());
+        assert_eq!(config.peer().as_deref(), Some("https://hub-0.hub:7446"));
+        config.peer_url = None;
         assert_eq!(config.advertised(), "https://hub.example:7446");
         config.names.push("bad name".into());
         assert_eq!(config.validate().unwrap_err().key(), "agents.names[2]");

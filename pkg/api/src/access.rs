@@ -38,6 +38,9 @@ pub enum Permission {
     /// The agent listener's other routes: a current agent certificate, whose cluster is
     /// the only one the route acts on.
     Agent,
+    /// Another hub replica (forwarded live reads, closing a revoked session): the secret
+    /// derived from the agents' authority, which only replicas hold.
+    AgentPeer,
 }
 
 impl Permission {
@@ -51,6 +54,7 @@ impl Permission {
             Permission::PodLogs => "pod-logs",
             Permission::AgentJoin => "agent-join",
             Permission::Agent => "agent",
+            Permission::AgentPeer => "agent-peer",
         }
     }
 
@@ -71,9 +75,11 @@ impl Permission {
         match self {
             Permission::Public | Permission::Read => Role::Viewer,
             Permission::Edit => Role::Editor,
-            Permission::Admin | Permission::Write | Permission::AgentJoin | Permission::Agent => {
-                Role::Admin
-            }
+            Permission::Admin
+            | Permission::Write
+            | Permission::AgentJoin
+            | Permission::Agent
+            | Permission::AgentPeer => Role::Admin,
             Permission::PodLogs => grants.pod_logs,
         }
     }
@@ -83,7 +89,7 @@ impl Permission {
         match self {
             Permission::Public => return None,
             // Users never hold them: they are checked on the agent listener alone.
-            Permission::AgentJoin | Permission::Agent => {
+            Permission::AgentJoin | Permission::Agent | Permission::AgentPeer => {
                 let why = "this is an agent's route, served on the agent listener";
                 return Some(ApiError::new(StatusCode::FORBIDDEN, why).into_response());
             }

@@ -50,7 +50,9 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use access::{Endpoint, Permission};
-pub use agents::{agent_endpoints, agent_routes, follow_agent_clusters, AgentParts, AgentSessions};
+pub use agents::{
+    agent_endpoints, agent_routes, follow_agent_clusters, AgentParts, AgentSessions, Peers,
+};
 pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, TokenConfig};
 pub use karpor_core::access::Role;

@@ -43,6 +43,10 @@ impl HealthReporter for AgentClusterCheck {
             Ok(()) => return CheckOutcome::Pass,
             Err(left) => left,
         };
+        if self.hub.sessions.connected_anywhere(&self.cluster).await {
+            // Held by another replica: live reads are forwarded there.
+            return CheckOutcome::Pass;
+        }
         match self.hub.enrollment.joined_at(&self.cluster).await {
             Ok(None) => CheckOutcome::fail(
                 Reason::NeverJoined,

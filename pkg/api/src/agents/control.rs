@@ -30,6 +30,9 @@ pub(super) async fn control(
     Extension(identity): Extension<AgentIdentity>,
 ) -> Response {
     let opened = state.sessions.open(&identity.cluster);
+    if let Some(peers) = state.sessions.peers() {
+        peers.opened(&identity.cluster).await;
+    }
     tracing::info!(target: ACCESS_LOG, who = %format!("agent:{}", identity.cluster),
         permission = "agent", outcome = "allowed", "agent connected");
     let mut response = Response::new(Body::from_stream(lines(state, identity, opened)));
@@ -113,7 +116,7 @@ pub(super) async fn reply(
 }
 
 /// The reply's first line, and the bytes read past it.
-async fn head(
+pub(super) async fn head(
     body: &mut (impl Stream<Item = Result<Bytes, std::io::Error>> + Unpin),
 ) -> Result<(ReplyHead, Bytes), ApiError> {
     let mut read = Vec::new();

@@ -7,6 +7,7 @@
 
 mod checks;
 mod control;
+pub(crate) mod peers;
 mod routes;
 pub(crate) mod sessions;
 
@@ -36,6 +37,7 @@ use tower_http::timeout::TimeoutLayer;
 use crate::access::{Endpoint, Permission, ACCESS_LOG};
 use crate::envelope::ApiError;
 pub use checks::follow_agent_clusters;
+pub use peers::Peers;
 pub use sessions::AgentSessions;
 
 /// Requests the agent listener serves at once, every agent together.
@@ -149,6 +151,20 @@ fn table() -> AgentRoutes {
         post(routes::versions),
     )
     .route(
+        Permission::AgentPeer,
+        Stream,
+        Method::POST,
+        peers::PEER_READS,
+        post(peers::read),
+    )
+    .route(
+        Permission::AgentPeer,
+        Exchange,
+        Method::POST,
+        peers::PEER_CLOSE,
+        post(peers::close),
+    )
+    .route(
         Permission::Agent,
         Stream,
         Method::GET,
@@ -219,6 +235,25 @@ async fn authorize(permission: Permission, mut request: Request, next: Next) -> 
     };
     match permission {
         Permission::AgentJoin => {}
+        Permission::AgentPeer => {
+            let presented = request
+                .headers()
+                .get(peers::PEER_HEADER)
+                .map(|v| v.as_bytes().to_vec());
+            let admitted = match (state.sessions.peers(), presented) {
+                (Some(peers), Some(presented)) => peers.admits(&presented),
+                _ => false,
+            };
+            if !admitted {
+                tracing::info!(target: ACCESS_LOG, permission = permission.as_str(),
+                    path = request.uri().path(), status = 401u16, outcome = "refused", "access");
+                return ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "a hub replica's peer secret is required",
+                )
+                .into_response();
+            }
+        }
         Permission::Agent => {
             let certificate = request.extensions().get::<ClientCertificate>().cloned();
             match agent_of(&state, certificate).await {
@@ -345,6 +380,8 @@ mod tests {
             ("GET", wire::CONTROL, Permission::Agent),
             ("GET", wire::PLAN, Permission::Agent),
             ("POST", wire::JOIN, Permission::AgentJoin),
+            ("POST", peers::PEER_CLOSE, Permission::AgentPeer),
+            ("POST", peers::PEER_READS, Permission::AgentPeer),
             ("POST", wire::RENEW, Permission::Agent),
             ("POST", wire::REPLY_ROUTE, Permission::Agent),
             ("POST", wire::VERSIONS, Permission::Agent),

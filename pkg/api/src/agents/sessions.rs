@@ -17,6 +17,7 @@ use karpor_core::names::ClusterName;
 use time::OffsetDateTime;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
+use super::peers::Peers;
 use crate::envelope::ApiError;
 
 /// Reads one cluster's agent serves at once; more wait for none and are refused.
@@ -32,6 +33,8 @@ pub(crate) type ReplyBody = BoxStream<'static, Result<Bytes, std::io::Error>>;
 pub struct AgentSessions {
     inner: Mutex<Inner>,
     ids: AtomicU64,
+    /// The other hub replicas, when this one forwards among them (`agents.peer_url`).
+    peers: Option<Arc<Peers>>,
 }
 
 #[derive(Default)]
@@ -85,6 +88,8 @@ impl Drop for SessionGuard {
             inner
                 .left
                 .insert(self.cluster.clone(), OffsetDateTime::now_utc());
+            drop(inner);
+            self.sessions.unrecord(&self.cluster);
         }
     }
 }
@@ -115,6 +120,27 @@ impl Drop for InFlight {
 }
 
 impl AgentSessions {
+    /// Sessions that other replicas forward live reads to, and this one forwards from.
+    pub fn with_peers(peers: Peers) -> AgentSessions {
+        AgentSessions {
+            peers: Some(Arc::new(peers)),
+            ..AgentSessions::default()
+        }
+    }
+
+    pub(crate) fn peers(&self) -> Option<&Arc<Peers>> {
+        self.peers.as_ref()
+    }
+
+    /// The record saying this replica holds `cluster`'s session goes (in the background:
+    /// a session ends in a drop).
+    fn unrecord(&self, cluster: &ClusterName) {
+        if let (Some(peers), Ok(runtime)) = (&self.peers, tokio::runtime::Handle::try_current()) {
+            let (peers, cluster) = (peers.clone(), cluster.clone());
+            runtime.spawn(async move { peers.closed(&cluster).await });
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -139,13 +165,23 @@ impl AgentSessions {
         }
     }
 
-    /// Ends `cluster`'s session at once (its certificate was revoked).
+    /// Ends `cluster`'s session here at once (its certificate was revoked).
     pub fn close(&self, cluster: &ClusterName) {
         let mut inner = self.lock();
         if inner.sessions.remove(cluster).is_some() {
             inner
                 .left
                 .insert(cluster.clone(), OffsetDateTime::now_utc());
+            drop(inner);
+            self.unrecord(cluster);
+        }
+    }
+
+    /// Ends `cluster`'s session wherever it is: here, or at the replica holding it.
+    pub async fn close_everywhere(&self, cluster: &ClusterName) {
+        self.close(cluster);
+        if let Some(peers) = &self.peers {
+            peers.close_elsewhere(cluster).await;
         }
     }
 
@@ -156,6 +192,18 @@ impl AgentSessions {
         match inner.sessions.contains_key(cluster) {
             true => Ok(()),
             false => Err(inner.left.get(cluster).copied()),
+        }
+    }
+
+    /// Whether `cluster`'s agent holds a control stream to this replica or, as the
+    /// metadata store says, to another one.
+    pub async fn connected_anywhere(&self, cluster: &ClusterName) -> bool {
+        if self.connected(cluster).is_ok() {
+            return true;
+        }
+        match &self.peers {
+            Some(peers) => matches!(peers.holder(cluster).await, Ok(Some(_))),
+            None => false,
         }
     }
 

@@ -70,7 +70,7 @@ pub(crate) async fn revoke(
     let hub = agent_hub(&state)?;
     let cluster = agent_cluster(&state, &name).await?;
     let generation = hub.enrollment.revoke(&cluster).await.map_err(refused)?;
-    hub.sessions.close(&cluster);
+    hub.sessions.close_everywhere(&cluster).await;
     tracing::info!(cluster = %cluster, by = %by.name, generation, "agent revoked");
     Ok(Reply::ok(AgentRevokedView {
         cluster: cluster.to_string(),
@@ -93,7 +93,7 @@ pub(crate) async fn status(
             .ok()
             .and_then(|t| t.format(&Rfc3339).ok())
     };
-    let connected = hub.sessions.connected(&cluster).is_ok();
+    let connected = hub.sessions.connected_anywhere(&cluster).await;
     Ok(Reply::ok(match enrollment {
         None => AgentStatusView {
             cluster: cluster.to_string(),
@@ -146,7 +146,7 @@ pub(super) async fn revoke_deleted(state: &AppState, name: &str) -> Result<(), A
         return Ok(());
     };
     hub.enrollment.revoke(&cluster).await.map_err(refused)?;
-    hub.sessions.close(&cluster);
+    hub.sessions.close_everywhere(&cluster).await;
     Ok(())
 }
 

@@ -104,12 +104,25 @@ impl Source {
 
 impl AgentLink {
     /// Asks the agent `read`, its head within `within` (and the whole of it too: the agent
-    /// stops at that deadline).
+    /// stops at that deadline): through its session here, or through the replica that
+    /// holds it.
     pub(crate) async fn ask(
         &self,
         read: LiveRead,
         within: Duration,
     ) -> Result<AgentAnswer, ApiError> {
+        if self.sessions.connected(&self.cluster).is_err() {
+            // Connected to another replica, maybe: that one asks it.
+            if let Some(peers) = self.sessions.peers() {
+                if let Some(holder) = peers.holder(&self.cluster).await? {
+                    let reply = peers.forward(&holder, &self.cluster, read, within).await?;
+                    return Ok(AgentAnswer {
+                        head: reply.head,
+                        body: reply.body,
+                    });
+                }
+            }
+        }
         let asked = self.sessions.ask(&self.cluster, read, within)?;
         let (reply, in_flight) = asked.reply(&self.cluster, within).await?;
         let body = reply

@@ -88,7 +88,7 @@ async fn every_route_answers_each_role_as_its_permission_says() {
                 assert_eq!(status, 403, "{line} as guest: {body}");
                 assert!(body.contains("needs the editor role"), "{line}: {body}");
             }
-            Permission::AgentJoin | Permission::Agent => {
+            Permission::AgentJoin | Permission::Agent | Permission::AgentPeer => {
                 panic!("{line}: an agent route among the API's")
             }
         }
@@ -261,7 +261,7 @@ async fn anonymous_guests_read_and_are_asked_for_a_token_to_write() {
                 assert_eq!(status, 401, "{}: {body}", endpoint.line());
                 assert!(body.contains("editor role"), "{body}");
             }
-            Permission::AgentJoin | Permission::Agent => {
+            Permission::AgentJoin | Permission::Agent | Permission::AgentPeer => {
                 panic!("{}: an agent route among the API's", endpoint.line())
             }
         }

@@ -110,3 +110,32 @@ impl Record for AgentAuthority {
         vec![&mut self.key_pem]
     }
 }
+
+/// Which hub replica holds a cluster's agent session (its control stream), so another
+/// replica forwards live reads there: named as the cluster, written when a session opens
+/// and removed when it ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentSession {
+    pub name: String,
+    /// The holding replica's `agents.peer_url`.
+    pub peer: String,
+    /// When the session opened (Unix seconds).
+    pub since: i64,
+}
+
+impl Record for AgentSession {
+    const KIND: Kind = Kind::AgentSession;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        validate_name(&self.name).map_err(|e| e.to_string())?;
+        if !self.peer.starts_with("https://") || self.peer.len() > 2048 {
+            return Err("peer is an https:// URL of at most 2048 bytes".to_owned());
+        }
+        Ok(())
+    }
+}

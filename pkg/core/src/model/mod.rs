@@ -11,7 +11,9 @@ mod rules;
 mod seed;
 mod selector;
 
-pub use agent::{AgentAuthority, AgentEnrollment, JoinGrant, PendingJoin, AUTHORITY_RECORD};
+pub use agent::{
+    AgentAuthority, AgentEnrollment, AgentSession, JoinGrant, PendingJoin, AUTHORITY_RECORD,
+};
 pub use audit::AuditPolicy;
 pub use cluster::{Cluster, ClusterMode, Kubeconfig, MAX_KUBECONFIG_BYTES};
 pub use limits::{OverLimit, RuleLimits, LIMITS_SECTION};
@@ -39,10 +41,11 @@ pub enum Kind {
     AccessPolicy,
     AgentEnrollment,
     AgentAuthority,
+    AgentSession,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Cluster,
         Kind::SyncRule,
         Kind::ResourceGroupRule,
@@ -52,6 +55,7 @@ impl Kind {
         Kind::AccessPolicy,
         Kind::AgentEnrollment,
         Kind::AgentAuthority,
+        Kind::AgentSession,
     ];
 
     /// The stable name used in keys, tables and exports.
@@ -66,6 +70,7 @@ impl Kind {
             Kind::AccessPolicy => "accesspolicies",
             Kind::AgentEnrollment => "agentenrollments",
             Kind::AgentAuthority => "agentauthorities",
+            Kind::AgentSession => "agentsessions",
         }
     }
 
