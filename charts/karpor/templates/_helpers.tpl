@@ -478,6 +478,17 @@ toYaml would write as 1e+06 otherwise). */}}
   "readiness" (dict "upstreams" $upstreams)
   "shutdown" (dict "drain_delay" $v.shutdown.drainDelay "grace_period" $v.shutdown.gracePeriod)
 }}
+{{- /* The agent listener is the server's; its replicas forward among themselves through
+KARPOR_AGENTS_PEER_URL (each pod's IP, karpor.podSpec). */}}
+{{- if and (eq .role "server") $v.agents.enabled }}
+{{- $a := $v.agents }}
+{{- $svc := printf "%s-agents" $fullname }}
+{{- $ns := .root.Release.Namespace }}
+{{- $names := $a.names | default (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) }}
+{{- $agents := dict "listen" (printf "0.0.0.0:%d" (int $a.port)) "names" $names "approve_joins" $a.approveJoins "certificate_lifetime" $a.certificateLifetime }}
+{{- $_ := set $agents "advertise" ($a.advertise | default (printf "https://%s:%d" (first $names) (int $a.service.port))) }}
+{{- $_ := set $config "agents" $agents }}
+{{- end }}
 {{- /* Only `karpor serve` answers the API; the syncer's file keeps auth's default. */}}
 {{- if eq .role "server" }}
 {{- /* The files are those of karpor.credentials: auth-token-INDEX, or auth-token-0 for
@@ -748,13 +759,23 @@ containers:
       - /etc/karpor/config/karpor.yaml
     {{- /* Every pod that runs a syncer names its member after itself. */}}
     {{- $member := or (eq .role "syncer") (not $v.syncer.separate) }}
-    {{- if or $member $r.extraEnv }}
+    {{- $agents := and (eq .role "server") $v.agents.enabled }}
+    {{- if or $member $r.extraEnv $agents }}
     env:
       {{- if $member }}
       - name: KARPOR_SYNCER_MEMBER
         valueFrom:
           fieldRef:
             fieldPath: metadata.name
+      {{- end }}
+      {{- if $agents }}
+      # Where the other replicas forward live reads for the agents connected to this one.
+      - name: POD_IP
+        valueFrom:
+          fieldRef:
+            fieldPath: status.podIP
+      - name: KARPOR_AGENTS_PEER_URL
+        value: "https://$(POD_IP):{{ $v.agents.port }}"
       {{- end }}
       {{- with $r.extraEnv }}
       {{- toYaml . | nindent 6 }}
@@ -764,6 +785,11 @@ containers:
       - name: http
         containerPort: {{ $r.port }}
         protocol: TCP
+      {{- if $agents }}
+      - name: agents
+        containerPort: {{ $v.agents.port }}
+        protocol: TCP
+      {{- end }}
     {{- include "karpor.probes" (dict "scheme" (ternary "HTTPS" "HTTP" (and (eq .role "server") $v.server.tls.enabled))) | nindent 4 }}
     {{- include "karpor.lifecycle" .root | nindent 4 }}
     securityContext:

@@ -47,6 +47,9 @@ const MIN_CERTIFICATE_LIFETIME: Duration = Duration::from_secs(30);
 /// The longest: a stolen certificate lives until revoked or expired.
 const MAX_CERTIFICATE_LIFETIME: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
+/// Where `agents.peer_url` comes from when the file leaves it out.
+pub const PEER_URL_ENV: &str = "KARPOR_AGENTS_PEER_URL";
+
 /// How many names the listener's certificate may hold.
 const MAX_NAMES: usize = 32;
 
@@ -69,8 +72,12 @@ impl AgentListenerConfig {
         if let Some(advertise) = &self.advertise {
             hub_url(advertise).map_err(|why| ConfigIssue::new("agents.advertise", why))?;
         }
-        if let Some(peer) = &self.peer_url {
-            hub_url(peer).map_err(|why| ConfigIssue::new("agents.peer_url", why))?;
+        if let Some(peer) = self.peer() {
+            let key = match &self.peer_url {
+                Some(_) => "agents.peer_url".to_owned(),
+                None => format!("agents.peer_url (from ${PEER_URL_ENV})"),
+            };
+            hub_url(&peer).map_err(|why| ConfigIssue::new(key, why))?;
         }
         let lifetime = self.certificate_lifetime;
         if !(MIN_CERTIFICATE_LIFETIME..=MAX_CERTIFICATE_LIFETIME).contains(&lifetime) {
@@ -84,10 +91,12 @@ impl AgentListenerConfig {
         Ok(())
     }
 
-    /// This replica's address for the others, without a trailing slash.
+    /// This replica's address for the others, without a trailing slash: `peer_url`, else
+    /// `$KARPOR_AGENTS_PEER_URL` (the chart sets it from the pod's IP).
     pub fn peer(&self) -> Option<String> {
         self.peer_url
-            .as_deref()
+            .clone()
+            .or_else(|| std::env::var(PEER_URL_ENV).ok().filter(|u| !u.is_empty()))
             .map(|url| url.trim_end_matches('/').to_owned())
     }
 

@@ -1026,6 +1026,12 @@ fn the_real_binary_accepts_every_rendered_config() {
         values_file(MYSQL_ELASTICSEARCH),
         values_file(SQLITE_SQLITE),
         values_file(EXPOSED),
+        // Agent mode's listener on replicas sharing etcd.
+        [
+            values_file(ETCD_ELASTICSEARCH),
+            sets(&["agents.enabled=true", "agents.approveJoins=true"]),
+        ]
+        .concat(),
         sets(&[
             "metadata.etcd.bundled=false",
             "metadata.etcd.endpoints={https://etcd-a:2379}",
@@ -1077,8 +1083,8 @@ fn the_real_binary_accepts_every_rendered_config() {
         }
     }
     assert_eq!(
-        checked, 17,
-        "8 split deployments (server + syncer) and sqlite"
+        checked, 19,
+        "9 split deployments (server + syncer) and sqlite"
     );
 }
 
@@ -2649,3 +2655,4 @@ fn the_notes_show_how_to_get_the_token_reach_the_server_and_add_a_cluster() {
 }
 
 mod agent;
+mod hub_agents;
