@@ -7,16 +7,17 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use axum::Extension;
 use futures::{Stream, StreamExt, TryStreamExt};
 use karpor_agent::identity::AgentIdentity;
-use karpor_agent::wire::{self, Control, ReplyHead};
+use karpor_agent::wire::{self, Control};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use super::sessions::{Opened, Reply};
+use super::reply::{head, Reply};
+use super::sessions::Opened;
 use super::AgentState;
 use crate::access::ACCESS_LOG;
 use crate::envelope::{ApiError, ApiResult, Reply as Answer, Unenveloped};
@@ -113,29 +114,4 @@ pub(super) async fn reply(
     };
     let _ = tokio::time::timeout(within + REPLY_GRACE, finished).await;
     Ok(Answer::ok(Taken { id }))
-}
-
-/// The reply's first line, and the bytes read past it.
-pub(super) async fn head(
-    body: &mut (impl Stream<Item = Result<Bytes, std::io::Error>> + Unpin),
-) -> Result<(ReplyHead, Bytes), ApiError> {
-    let mut read = Vec::new();
-    loop {
-        if let Some(end) = read.iter().position(|b| *b == b'\n') {
-            let head = serde_json::from_slice(&read[..end])
-                .map_err(|e| ApiError::bad_request(format!("a reply starts with its head: {e}")))?;
-            return Ok((head, Bytes::copy_from_slice(&read[end + 1..])));
-        }
-        if read.len() > wire::MAX_LINE_BYTES {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("a reply's head is at most {} bytes", wire::MAX_LINE_BYTES),
-            ));
-        }
-        match body.next().await {
-            Some(Ok(chunk)) => read.extend_from_slice(&chunk),
-            Some(Err(e)) => return Err(ApiError::bad_request(format!("the reply broke: {e}"))),
-            None => return Err(ApiError::bad_request("a reply ends before its head ends")),
-        }
-    }
 }

@@ -8,6 +8,7 @@
 mod checks;
 mod control;
 pub(crate) mod peers;
+pub(crate) mod reply;
 mod routes;
 pub(crate) mod sessions;
 

@@ -20,7 +20,7 @@ use karpor_metastore::{Metastore, StoreError};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
-use super::sessions::Reply;
+use super::reply::{head, Reply};
 use crate::envelope::ApiError;
 
 /// The header a replica presents its peer secret in.
@@ -180,7 +180,7 @@ impl Peers {
             .bytes_stream()
             .map_err(std::io::Error::other)
             .boxed();
-        let (head, rest) = super::control::head(&mut stream).await?;
+        let (head, rest) = head(&mut stream).await?;
         let rest = futures::stream::iter((!rest.is_empty()).then(|| Ok(rest)));
         Ok(Reply {
             head,

@@ -9,24 +9,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::http::StatusCode;
-use futures::stream::BoxStream;
-use karpor_agent::wire::{self, Control, LiveRead, LiveRequest, ReplyHead};
+use karpor_agent::wire::{self, Control, LiveRead, LiveRequest};
 use karpor_core::names::ClusterName;
 use time::OffsetDateTime;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use super::peers::Peers;
+use super::reply::Reply;
 use crate::envelope::ApiError;
 
 /// Reads one cluster's agent serves at once; more wait for none and are refused.
 const READS_PER_CLUSTER: usize = wire::MAX_READS_AT_ONCE;
 /// Control lines waiting to be sent to one agent.
 const CONTROL_QUEUE: usize = 64;
-
-/// A reply's bytes after its head, as the agent sends them.
-pub(crate) type ReplyBody = BoxStream<'static, Result<Bytes, std::io::Error>>;
 
 /// The agents connected to this hub, by cluster.
 #[derive(Default)]
@@ -55,12 +51,6 @@ struct Pending {
     cluster: ClusterName,
     within: Duration,
     reply: oneshot::Sender<Reply>,
-}
-
-/// A reply as the agent posted it: its head and the rest of its body.
-pub(crate) struct Reply {
-    pub head: ReplyHead,
-    pub body: ReplyBody,
 }
 
 /// An open session: the control lines to send, and its place in the registry (given up

@@ -18,7 +18,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::{bounded, unreachable, TIMEOUTS};
-use crate::agents::sessions::{AgentSessions, ReplyBody};
+use crate::agents::reply::ReplyBody;
+use crate::agents::sessions::AgentSessions;
 use crate::envelope::ApiError;
 
 /// A registered cluster, ready for one live read.
