@@ -130,6 +130,16 @@ impl Application {
                 parts.health.clone(),
                 parts.workers.clone(),
             ));
+            let recoveries = karpor_syncer::follow_storage_recoveries(
+                parts.storage.clone(),
+                config.syncer.settings().storage_probe,
+                parts.workers.clone(),
+            );
+            tokio::spawn(karpor_api::resync_after_storage_outages(
+                hub.sessions.clone(),
+                recoveries,
+                parts.workers.clone(),
+            ));
         }
         let (routes, endpoints, check_lines) = if plan.api {
             let (routes, endpoints, lines) =

@@ -80,10 +80,21 @@ pub(crate) async fn linked(
     kubeconfig: &str,
     rule: Option<Value>,
 ) -> Linked {
+    linked_with("", tag, listener, kubeconfig, rule).await
+}
+
+/// As [`linked`], the hub's config file beginning with `hub` (its storage, say).
+pub(crate) async fn linked_with(
+    hub: &str,
+    tag: &str,
+    listener: &str,
+    kubeconfig: &str,
+    rule: Option<Value>,
+) -> Linked {
     let hub_dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = format!(
-        "shutdown: {{drain_delay: 1s}}\nagents: {{listen: '127.0.0.1:{port}', names: ['127.0.0.1']{listener}}}\n"
+        "{hub}shutdown: {{drain_delay: 1s}}\nagents: {{listen: '127.0.0.1:{port}', names: ['127.0.0.1']{listener}}}\n"
     );
     let hub = Spawn::serve(&config).in_dir(hub_dir.path()).start();
     if let Some(rule) = rule {

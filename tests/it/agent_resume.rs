@@ -1,6 +1,8 @@
 //! An agent restarted after a clean stop sends again only the lists that changed while it
 //! was away: each watched type's first list is compared with the digest of what the hub
 //! holds of it (`POST /agent/v1/versions`), and a type that agrees is not sent at all.
+//! The other way round, a hub whose storage comes back after an outage (and may have lost
+//! what it acknowledged) has its agents send everything again.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,7 +12,11 @@ use karpor_testkit::cluster::{configmaps, kube_name as unique, namespaces, secre
 use karpor_testkit::process::wait_for;
 use serde_json::json;
 
-use crate::agent::{linked, spawn_agent};
+use karpor_storage::ElasticConfig;
+use karpor_testkit::process::get;
+use karpor_testkit::services::Elastic;
+
+use crate::agent::{linked, linked_with, spawn_agent};
 
 /// The documents of `kind` in the cluster's namespace, by name.
 async fn by_name(
@@ -134,4 +140,78 @@ async fn a_restarted_agent_sends_again_only_the_types_that_changed_while_it_was_
         .collect::<Vec<_>>();
     assert_eq!(relists.len(), 1, "{relists:?}");
     assert!(relists[0].contains("ConfigMap"), "{relists:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_back_after_an_outage_has_the_agents_send_everything_again() {
+    let Some(es) = Elastic::start() else {
+        return;
+    };
+    let kube = Kube::shared("KARPOR_TEST_KUBECONFIG_A").await;
+    let ns = unique("resync");
+    kube.create(&namespaces(), None, json!({"metadata": {"name": ns}}))
+        .await;
+    kube.create(
+        &configmaps(),
+        Some(&ns),
+        json!({"metadata": {"name": "kept-by-the-cluster"}, "data": {"v": "1"}}),
+    )
+    .await;
+    let index = karpor_testkit::unique("resync");
+    let storage_config = StorageConfig::Elasticsearch(ElasticConfig {
+        url: es.url(),
+        username: None,
+        password: None,
+        index: index.clone(),
+        refresh: karpor_storage::RefreshPolicy::True,
+    });
+    let hub_storage = format!(
+        "storage: {{backend: elasticsearch, url: '{}', index: '{index}', refresh: 'true'}}\n",
+        es.url()
+    );
+    let rule = json!({"clusters": "*", "namespaces": [ns],
+        "resources": [{"version": "v1", "resource": "configmaps"}]});
+    let linked = linked_with(&hub_storage, "resync", "", &kube.kubeconfig, Some(rule)).await;
+    let cluster = linked.cluster.clone();
+    let storage = karpor_storage::connect(&storage_config).await.unwrap();
+    let synced = || {
+        let (storage, cluster, ns) = (storage.clone(), cluster.clone(), ns.clone());
+        async move {
+            by_name(storage.as_ref(), &cluster, &ns, "ConfigMap")
+                .await
+                .contains_key("kept-by-the-cluster")
+        }
+    };
+    wait_for(LIMIT, "the ConfigMap reaches the hub", synced).await;
+
+    // Storage loses the cluster's documents, then is unreachable for a while: nothing in
+    // the cluster changes, so only a relist brings them back.
+    storage.delete_cluster(&cluster).await.unwrap();
+    wait_for(LIMIT, "the documents are gone from storage", || {
+        let synced = synced();
+        async move { !synced.await }
+    })
+    .await;
+    es.process.pause();
+    let readyz = linked.hub.url("/readyz");
+    wait_for(LIMIT, "the hub sees its storage gone", || {
+        let (readyz, logs) = (readyz.clone(), linked.hub.logs());
+        async move {
+            logs.contains("storage unreachable")
+                && get(&readyz).await.1.contains("[-] Storage failed")
+        }
+    })
+    .await;
+    es.process.resume();
+    wait_for(LIMIT, "the hub asks its agents to list again", || {
+        let logs = linked.hub.logs();
+        async move { logs.contains("storage is back: the agents connected here list again") }
+    })
+    .await;
+    wait_for(LIMIT, "the agent lists again", || {
+        let logs = linked.agent.logs();
+        async move { logs.contains("listing every type again") }
+    })
+    .await;
+    wait_for(LIMIT, "the agent sent its ConfigMaps again", synced).await;
 }

@@ -129,6 +129,9 @@ pub enum Control {
     Read(LiveRequest),
     /// The hub no longer waits for this read's reply.
     Cancel(u64),
+    /// The hub's storage was unreachable and is back, and may have lost what it had
+    /// acknowledged: every type lists again and is sent whole.
+    Resync,
     /// Nothing to do: the link is alive.
     Ping,
 }

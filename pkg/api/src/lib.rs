@@ -51,7 +51,8 @@ use utoipa_axum::router::OpenApiRouter;
 
 pub use access::{Endpoint, Permission};
 pub use agents::{
-    agent_endpoints, agent_routes, follow_agent_clusters, AgentParts, AgentSessions, Peers,
+    agent_endpoints, agent_routes, follow_agent_clusters, resync_after_storage_outages, AgentParts,
+    AgentSessions, Peers,
 };
 pub use auth::Authenticator;
 pub use config::{Anonymous, AuthConfig, LimitsConfig, TokenConfig};

@@ -53,6 +53,7 @@ pub use cluster::sweep::Coverage;
 pub use cluster::writer::WriterSettings;
 pub use config::{SyncerConfig, MEMBER_ENV};
 pub use fleet::lease::default_member;
+pub use fleet::outage::follow as follow_storage_recoveries;
 pub use fleet::placement::preferred;
 pub use history::HistorySettings;
 pub use remote::{plan, PlannedRule, RemoteParts, RemoteSync, SyncPlan};

@@ -125,9 +125,9 @@ pub struct RemoteSync {
     policy: watch::Sender<IngestPolicy>,
     status: Arc<SyncStatus>,
     sync: ClusterSync,
-    /// Held so the run's storage-recovery signal stays open; the hub relists a cluster
-    /// by asking, not through it.
-    _recoveries: watch::Sender<u64>,
+    /// The run's storage-recovery signal: the hub asks for a relist through it
+    /// ([`RemoteSync::relist`]) when its storage came back after an outage.
+    recoveries: watch::Sender<u64>,
     held: Arc<watch::Sender<BTreeSet<String>>>,
 }
 
@@ -180,7 +180,7 @@ impl RemoteSync {
             policy,
             status,
             sync,
-            _recoveries: recoveries,
+            recoveries,
             held,
         }
     }
@@ -211,6 +211,12 @@ impl RemoteSync {
     /// keep across a restart (as [`RemoteParts::held_before`]).
     pub fn held(&self) -> watch::Receiver<BTreeSet<String>> {
         self.held.subscribe()
+    }
+
+    /// Every type lists again and is sent whole: the hub's storage may have lost what it
+    /// had acknowledged.
+    pub fn relist(&self) {
+        self.recoveries.send_modify(|n| *n += 1);
     }
 
     /// The sync's status: the agent's own `/readyz` reports it.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::{jittered, FIRST_BACKOFF, MAX_BACKOFF};
@@ -42,13 +42,19 @@ impl Running {
     }
 }
 
-/// Keeps a control stream open to the hub until `stop`, serving its reads with `client`.
-pub(crate) async fn run(hub: Arc<Hub>, client: kube::Client, stop: CancellationToken) {
+/// Keeps a control stream open to the hub until `stop`, serving its reads with `client`;
+/// `resync` is told when the hub asks for every type again.
+pub(crate) async fn run(
+    hub: Arc<Hub>,
+    client: kube::Client,
+    resync: Arc<Notify>,
+    stop: CancellationToken,
+) {
     let running = Arc::new(Running::default());
     let slots = Arc::new(Semaphore::new(wire::MAX_READS_AT_ONCE));
     let mut backoff = FIRST_BACKOFF;
     loop {
-        let session = session(&hub, &client, &running, &slots, &stop);
+        let session = session(&hub, &client, &running, &slots, &resync, &stop);
         let outcome = tokio::select! {
             _ = stop.cancelled() => return,
             outcome = session => outcome,
@@ -76,6 +82,7 @@ async fn session(
     client: &kube::Client,
     running: &Arc<Running>,
     slots: &Arc<Semaphore>,
+    resync: &Notify,
     stop: &CancellationToken,
 ) -> Result<(), String> {
     let response = hub.control().await.map_err(|e| e.to_string())?;
@@ -92,14 +99,15 @@ async fn session(
         pending.extend_from_slice(&chunk);
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
-            take(
-                serve::parse(&line[..end]),
-                hub,
-                client,
-                running,
-                slots,
-                stop,
-            );
+            let line = serve::parse(&line[..end]);
+            if let Line::Control(Control::Resync) = line {
+                tracing::info!(
+                    "the hub's storage came back after an outage; listing every type again"
+                );
+                resync.notify_one();
+                continue;
+            }
+            take(line, hub, client, running, slots, stop);
         }
         if pending.len() > wire::MAX_LINE_BYTES {
             return Err(format!(
@@ -119,7 +127,8 @@ fn take(
     stop: &CancellationToken,
 ) {
     match line {
-        Line::Control(Control::Ping) => {}
+        // Taken by the session, which tells the sync.
+        Line::Control(Control::Ping | Control::Resync) => {}
         Line::Control(Control::Cancel(id)) => running.cancel(id),
         Line::Control(Control::Read(request)) => {
             let Ok(slot) = slots.clone().try_acquire_owned() else {

@@ -72,9 +72,11 @@ pub async fn run(parts: RoleParts, stop: CancellationToken) -> Result<(), RoleEr
     let held_at = held::path_beside(&config.state_file);
     let held_before = held::load(held_at.clone()).await;
     // Live reads through the control stream, beside the sync: one never waits on the other.
+    let resync = Arc::new(tokio::sync::Notify::new());
     let control = tokio::spawn(control::run(
         hub.clone(),
         client.clone(),
+        resync.clone(),
         stop.child_token(),
     ));
     let sync = RemoteSync::start(
@@ -100,6 +102,7 @@ pub async fn run(parts: RoleParts, stop: CancellationToken) -> Result<(), RoleEr
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep(config.plan_interval) => follow(&hub, &sync).await,
+            _ = resync.notified() => sync.relist(),
             _ = tokio::time::sleep_until(renewal) => {
                 match renew(&hub, &state, &config.state_file).await {
                     Ok(renewed) => {

@@ -39,6 +39,7 @@ use crate::access::{Endpoint, Permission, ACCESS_LOG};
 use crate::envelope::ApiError;
 pub use checks::follow_agent_clusters;
 pub use peers::Peers;
+pub use sessions::resync_after_storage_outages;
 pub use sessions::AgentSessions;
 
 /// Requests the agent listener serves at once, every agent together.

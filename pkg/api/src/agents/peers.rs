@@ -88,15 +88,27 @@ impl Peers {
             peer: self.me.clone(),
             since: time::OffsetDateTime::now_utc().unix_timestamp(),
         };
-        let written = match self.metastore.get::<AgentSession>(cluster).await {
-            Ok(Some(current)) => self
-                .metastore
-                .update(record, current.version)
-                .await
-                .map(drop),
-            Ok(None) => self.metastore.create(record).await.map(drop),
-            Err(e) => Err(e),
-        };
+        // Twice: the replica the agent left may remove its own record in between.
+        let mut written = Ok(());
+        for _ in 0..2 {
+            written = match self.metastore.get::<AgentSession>(cluster).await {
+                Ok(Some(current)) => self
+                    .metastore
+                    .update(record.clone(), current.version)
+                    .await
+                    .map(drop),
+                Ok(None) => self.metastore.create(record.clone()).await.map(drop),
+                Err(e) => Err(e),
+            };
+            if !matches!(
+                written,
+                Err(StoreError::NotFound { .. }
+                    | StoreError::Conflict { .. }
+                    | StoreError::AlreadyExists { .. })
+            ) {
+                break;
+            }
+        }
         if let Err(e) = written {
             tracing::warn!(%cluster, error = %e,
                 "cannot record which replica holds the agent's session; other replicas cannot forward to it");

@@ -185,6 +185,21 @@ impl AgentSessions {
         }
     }
 
+    /// Asks every agent connected here to list every type again (storage came back after
+    /// an outage, and may have lost what it had acknowledged); how many were asked.
+    pub fn resync_all(&self) -> usize {
+        let inner = self.lock();
+        let mut asked = 0;
+        for (cluster, session) in &inner.sessions {
+            match session.control.try_send(Control::Resync) {
+                Ok(()) => asked += 1,
+                Err(_) => tracing::warn!(%cluster,
+                    "cannot ask the agent to list again: its control stream is full"),
+            }
+        }
+        asked
+    }
+
     /// Whether `cluster`'s agent holds a control stream to this replica or, as the
     /// metadata store says, to another one.
     pub async fn connected_anywhere(&self, cluster: &ClusterName) -> bool {
@@ -291,5 +306,25 @@ impl Asked {
             )),
             Err(_) => Err(late()),
         }
+    }
+}
+
+/// Each time storage is back after an outage (`recoveries` counts them), every agent
+/// connected here lists again, as the hub's own syncer does; until `stop`.
+pub async fn resync_after_storage_outages(
+    sessions: Arc<AgentSessions>,
+    mut recoveries: tokio::sync::watch::Receiver<u64>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            changed = recoveries.changed() => if changed.is_err() { return },
+        }
+        let asked = sessions.resync_all();
+        tracing::info!(
+            agents = asked,
+            "storage is back: the agents connected here list again"
+        );
     }
 }

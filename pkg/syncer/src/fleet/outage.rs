@@ -14,12 +14,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::run::Recoveries;
 
-/// Pings `storage` every `interval` (each ping bounded by it) until `stop`.
-pub(crate) fn follow(
+/// Pings `storage` every `interval` (each ping bounded by it) until `stop`; the count of
+/// its recoveries. The hub's agent listener follows it too, to have agents relist.
+pub fn follow(
     storage: Arc<dyn Storage>,
     interval: Duration,
     stop: CancellationToken,
-) -> Recoveries {
+) -> watch::Receiver<u64> {
     follow_with(
         move || {
             let storage = storage.clone();
