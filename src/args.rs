@@ -253,6 +253,27 @@ pub(crate) enum ClusterCommand {
         /// The cluster's name.
         name: String,
     },
+    /// Where a cluster's agent stands: joined, connected, a join waiting for approval.
+    Agent {
+        /// The cluster's name.
+        name: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Let a join held for approval through (`agents.approve_joins`).
+    Approve {
+        /// The cluster's name.
+        name: String,
+        /// The key the agent logged (`joining the hub key=sha256:…`).
+        #[arg(long)]
+        key: String,
+    },
+    /// Revoke a cluster's agent: its certificates stop working and its session ends; it
+    /// joins again only with a new token.
+    Revoke {
+        /// The cluster's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,4 +1,4 @@
-//! `karpor cluster add|get|update|list|rm`.
+//! `karpor cluster add|get|update|list|rm|agent|approve|revoke`.
 
 use std::io::Read;
 use std::path::Path;
@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use karpor_api::types::{
-    AgentTokenBody, AgentTokenView, ClusterBody, ClusterList, ClusterView, ValidateBody,
-    ValidateView,
+    AgentApproveBody, AgentRevokedView, AgentStatusView, AgentTokenBody, AgentTokenView,
+    ClusterBody, ClusterList, ClusterView, ValidateBody, ValidateView,
 };
 use karpor_core::model::ClusterMode;
 use karpor_kube::kubeconfig;
@@ -138,8 +138,74 @@ async fn dispatch(server: &ServerArgs, command: &ClusterCommand) -> Result<(), F
                 .await?;
             println!("cluster {name} removed");
         }
+        ClusterCommand::Agent { name, output } => {
+            let status: AgentStatusView = api
+                .get(
+                    Method::GET,
+                    &format!("/cluster/{}/agent", encode(name)),
+                    None,
+                )
+                .await?;
+            match output.format() {
+                Output::Json => print_json(&status),
+                Output::Yaml => print_yaml(&status)?,
+                _ => print_agent(&status),
+            }
+        }
+        ClusterCommand::Approve { name, key } => {
+            let request = AgentApproveBody { key: key.clone() };
+            let _: AgentStatusView = api
+                .get(
+                    Method::POST,
+                    &format!("/cluster/{}/agent/approve", encode(name)),
+                    body(&request),
+                )
+                .await?;
+            println!("the join of cluster {name}'s agent with key {key} is approved");
+        }
+        ClusterCommand::Revoke { name } => {
+            let revoked: AgentRevokedView = api
+                .get(
+                    Method::DELETE,
+                    &format!("/cluster/{}/agent", encode(name)),
+                    None,
+                )
+                .await?;
+            println!(
+                "cluster {name}'s agent revoked: its certificates stop working and its session ended (a new token joins generation {})",
+                revoked.generation
+            );
+        }
     }
     Ok(())
+}
+
+/// An agent's standing, a line a fact.
+fn print_agent(status: &AgentStatusView) {
+    println!("cluster:    {}", status.cluster);
+    println!("generation: {}", status.generation);
+    println!(
+        "joined:     {}",
+        status.joined_at.as_deref().unwrap_or("never")
+    );
+    println!(
+        "connected:  {}",
+        if status.connected { "yes" } else { "no" }
+    );
+    if let Some(expires) = &status.token_expires_at {
+        println!("token:      unused, until {expires}");
+    }
+    if let Some(pending) = &status.pending {
+        let state = if pending.approved {
+            "approved"
+        } else {
+            "waiting for approval: karpor cluster approve NAME --key KEY"
+        };
+        println!(
+            "join:       key {} since {} ({state})",
+            pending.key, pending.requested_at
+        );
+    }
 }
 
 const COLUMNS: [Column<ClusterView>; 12] = [

@@ -460,14 +460,15 @@ async fn a_held_join_waits_for_the_admins_approval_of_its_key() {
     )
     .await;
     assert_eq!(status, 409, "{body}");
-    let (status, body) = call(
-        hub,
-        reqwest::Method::POST,
-        &format!("/cluster/{cluster}/agent/approve"),
-        json!({"key": key}),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    // Through the CLI: the held join as `cluster agent` shows it, then approved.
+    let shown = cli(hub, &["cluster", "agent", &cluster]);
+    assert!(
+        shown.contains(&key) && shown.contains("waiting for approval"),
+        "{shown}"
+    );
+    let approved = cli(hub, &["cluster", "approve", &cluster, "--key", &key]);
+    assert!(approved.contains("approved"), "{approved}");
+    let (_, body) = call(hub, reqwest::Method::GET, &status_path, Value::Null).await;
     assert_eq!(body["data"]["pending"]["approved"], true, "{body}");
     wait_for(LIMIT, "the approved agent joined", || {
         let exists = state_file.exists();
@@ -484,4 +485,25 @@ async fn a_held_join_waits_for_the_admins_approval_of_its_key() {
         }
     })
     .await;
+    assert!(cli(hub, &["cluster", "agent", &cluster]).contains("connected:  yes"));
+    // Revoked through the CLI: its session ends with it.
+    let revoked = cli(hub, &["cluster", "revoke", &cluster]);
+    assert!(revoked.contains("revoked"), "{revoked}");
+    assert!(cli(hub, &["cluster", "agent", &cluster]).contains("connected:  no"));
+}
+
+/// `karpor ARGS` against `hub` with its admin token: what it printed (it must succeed).
+fn cli(hub: &Karpor, args: &[&str]) -> String {
+    let output = std::process::Command::new(karpor_testkit::process::binary())
+        .args(args)
+        .args(["--server", &hub.url(""), "--token", &hub.local_token()])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "karpor {args:?}: {printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    printed
 }

@@ -308,7 +308,8 @@ pub struct AgentStatusView {
     /// A join waiting for approval (`agents.approve_joins`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingJoinView>,
-    /// Whether it holds a session with this hub replica now.
+    /// Whether it holds a session with this hub replica now, or (`agents.peer_url`)
+    /// with another one.
     pub connected: bool,
 }
 

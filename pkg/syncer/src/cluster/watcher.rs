@@ -130,7 +130,11 @@ impl Watcher {
                             uid,
                             namespace,
                             name,
-                        }) => match self.read_again(namespace, &name).await {
+                        }) => match tokio::select! {
+                            // A read of a hanging API server does not hold up a stop.
+                            _ = stop.cancelled() => return,
+                            read = self.read_again(namespace, &name) => read,
+                        } {
                             Ok(Some(object)) => {
                                 if let Some(op) = self.upsert(object, true) {
                                     permit.send(op);
