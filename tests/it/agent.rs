@@ -158,11 +158,16 @@ fn as_the_agent(state_file: &Path) -> reqwest::Client {
         .unwrap()
 }
 
+/// A document as an agent would send it, synced now: a list of its type that began
+/// before it does not purge it (the agent's own lists may still be under way).
 fn forged(cluster: &str, uid: &str, kind: &str, object: Value) -> Value {
+    let now = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
     json!({"cluster": cluster, "apiVersion": "v1", "kind": kind, "namespace": "default",
         "name": uid, "uid": uid, "labels": {}, "annotations": {}, "ownerReferences": [],
         "creationTimestamp": null, "deletionTimestamp": null, "resourceVersion": "1",
-        "syncAt": "2026-12-07T00:00:00Z", "deleted": false, "object": object})
+        "syncAt": now, "deleted": false, "object": object})
 }
 
 async fn find(storage: &dyn Storage, query: &str) -> Vec<ResourceDocument> {
