@@ -107,9 +107,30 @@ pub(crate) async fn linked_with(
         .await;
         assert_eq!(status, 201, "{body}");
     }
+    let enrolled = enrol(&hub, tag, kubeconfig).await;
+    Linked {
+        hub,
+        agent: enrolled.agent,
+        cluster: enrolled.cluster,
+        agent_dir: enrolled.dir,
+        hub_dir,
+        agent_config: enrolled.config,
+    }
+}
+
+/// A cluster registered in agent mode on `hub` and its agent, started with the join token
+/// the hub issued (the install line's hub, pin and token).
+pub(crate) struct Enrolled {
+    pub cluster: String,
+    pub agent: Karpor,
+    pub dir: TempDir,
+    pub config: String,
+}
+
+pub(crate) async fn enrol(hub: &Karpor, tag: &str, kubeconfig: &str) -> Enrolled {
     let cluster = unique(tag);
     let (status, body) = call(
-        &hub,
+        hub,
         reqwest::Method::POST,
         &format!("/cluster/{cluster}"),
         json!({"mode": "agent"}),
@@ -117,7 +138,7 @@ pub(crate) async fn linked_with(
     .await;
     assert_eq!(status, 201, "{body}");
     let (status, body) = call(
-        &hub,
+        hub,
         reqwest::Method::POST,
         &format!("/cluster/{cluster}/agent-token"),
         json!({}),
@@ -125,22 +146,20 @@ pub(crate) async fn linked_with(
     .await;
     assert_eq!(status, 200, "{body}");
     let issued = &body["data"];
-    let agent_dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let config = agent_config(
         issued["hub"].as_str().unwrap(),
         issued["pin"].as_str().unwrap(),
         issued["token"].as_str().unwrap(),
-        agent_dir.path(),
+        dir.path(),
         kubeconfig,
     );
-    let agent = spawn_agent(&config, agent_dir.path()).start();
-    Linked {
-        hub,
-        agent,
+    let agent = spawn_agent(&config, dir.path()).start();
+    Enrolled {
         cluster,
-        agent_dir,
-        hub_dir,
-        agent_config: config,
+        agent,
+        dir,
+        config,
     }
 }
 

@@ -9,7 +9,7 @@ use karpor_testkit::process::{wait_for, Karpor, Spawn};
 use karpor_testkit::services::{free_port, Etcd};
 use serde_json::{json, Value};
 
-use crate::agent::{agent_config, call, spawn_agent};
+use crate::agent::{call, enrol};
 
 /// A replica on the shared store, its agent listener on `port`.
 fn replica(etcd: &str, prefix: &str, port: u16, dir: &std::path::Path) -> Karpor {
@@ -47,35 +47,10 @@ async fn a_replica_forwards_live_reads_to_the_one_holding_the_agent_and_revokes_
         "resources": [{"version": "v1", "resource": "configmaps"}]});
     let (status, body) = call(&a, reqwest::Method::POST, "/sync-rule/only-the-test", rule).await;
     assert_eq!(status, 201, "{body}");
-    let cluster = unique("replicated");
-    let (status, body) = call(
-        &a,
-        reqwest::Method::POST,
-        &format!("/cluster/{cluster}"),
-        json!({"mode": "agent"}),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    // The token from either replica: both share the authority and the enrollment. The
-    // install line names `a`, whose listener the agent reaches.
-    let (status, body) = call(
-        &a,
-        reqwest::Method::POST,
-        &format!("/cluster/{cluster}/agent-token"),
-        json!({}),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let issued = &body["data"];
-    let agent_dir = tempfile::tempdir().unwrap();
-    let config = agent_config(
-        issued["hub"].as_str().unwrap(),
-        issued["pin"].as_str().unwrap(),
-        issued["token"].as_str().unwrap(),
-        agent_dir.path(),
-        &kube.kubeconfig,
-    );
-    let agent = spawn_agent(&config, agent_dir.path()).start();
+    // The install line names `a`, whose listener the agent reaches; `b` shares its
+    // authority and enrollments through the store.
+    let enrolled = enrol(&a, "replicated", &kube.kubeconfig).await;
+    let (cluster, agent) = (enrolled.cluster.clone(), &enrolled.agent);
 
     // `b` holds no session, and says the agent is connected (to `a`).
     let status_path = format!("/cluster/{cluster}/agent");
