@@ -15,6 +15,11 @@ const env = (name) => {
   if (value === undefined) throw new Error(`${name} is not set`);
   return value;
 };
+// Until a search is answered, the previous answer's rows stay on screen, marked busy: a
+// click before the answer lands on one of those.
+const oneFound = (page) => page.waitForFunction(() =>
+  !document.getElementById("results").hasAttribute("aria-busy")
+  && / 1 found$/.test(document.getElementById("page-info").textContent));
 const url = env("KARPOR_URL");
 const timeout = 20_000;
 // The test model server generates one answer at a time, other tests' among them; beyond
@@ -96,8 +101,17 @@ try {
   console.log(`keyword ${expected}: ${await page.locator("#page-info").innerText()}`);
 
   // SQL shows the expected rows; a click shows the object as YAML.
+  // The SQL answer is held back until the keyword rows are seen marked busy.
+  let release;
+  const held = new Promise((resolve) => { release = resolve; });
+  const sqlSearch = (u) => u.pathname === "/rest-api/v1/search" && u.searchParams.get("pattern") === "sql";
+  await page.route(sqlSearch, async (route) => { await held; await route.continue(); }, { times: 1 });
   await page.fill("#query", env("KARPOR_QUERY"));
   await page.click("#search-form button");
+  await page.waitForFunction(() => document.getElementById("results").hasAttribute("aria-busy")
+    && document.getElementById("page-info").textContent === "searching…");
+  release();
+  await oneFound(page);
   const row = page.locator("#results tbody tr", { hasText: expected }).first();
   await row.waitFor();
   console.log(`search found ${expected}: ${await page.locator("#page-info").innerText()}`);
@@ -221,6 +235,7 @@ try {
   await page.selectOption("#mode", "sql");
   await page.fill("#query", env("KARPOR_QUERY"));
   await page.click("#search-form button");
+  await oneFound(page);
   await page.locator("#results tbody tr", { hasText: expected }).first().click();
   await page.waitForFunction((name) => {
     const text = document.getElementById("detail-yaml").textContent;
