@@ -10,6 +10,7 @@ mod control;
 mod held;
 mod hub;
 pub mod link;
+mod relists;
 mod serve;
 
 use std::path::PathBuf;
@@ -29,6 +30,7 @@ pub use backoff::MAX_BACKOFF;
 use backoff::{jittered, unit_random, FIRST_BACKOFF};
 use hub::{Hub, HubError, HubSink};
 use link::Link;
+use relists::Relists;
 
 /// What the agent role works with.
 pub struct RoleParts {
@@ -83,7 +85,7 @@ pub async fn run(parts: RoleParts, stop: CancellationToken) -> Result<(), RoleEr
         RemoteParts {
             cluster: cluster.clone(),
             client,
-            sink: Arc::new(HubSink(hub.clone())),
+            sink: Arc::new(HubSink::new(hub.clone())),
             settings: parts.settings,
             metrics: parts.metrics.clone(),
             held_before,
@@ -97,12 +99,17 @@ pub async fn run(parts: RoleParts, stop: CancellationToken) -> Result<(), RoleEr
     let renew_at = |wait: Duration| tokio::time::Instant::now() + wait;
     let mut renewal = renew_at(state.renew_in(OffsetDateTime::now_utc(), jitter));
     let mut backoff = FIRST_BACKOFF;
+    let mut relists = Relists::default();
     loop {
         parts.link.tried();
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep(config.plan_interval) => follow(&hub, &sync).await,
-            _ = resync.notified() => sync.relist(),
+            _ = resync.notified() => relists.asked(),
+            _ = relists.due() => {
+                relists.done();
+                sync.relist();
+            }
             _ = tokio::time::sleep_until(renewal) => {
                 match renew(&hub, &state, &config.state_file).await {
                     Ok(renewed) => {
