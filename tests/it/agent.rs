@@ -12,6 +12,7 @@ use tempfile::TempDir;
 
 use karpor_agent::key::AgentKey;
 use karpor_agent::state::AgentState;
+use karpor_agent::wire;
 use karpor_storage::{ResourceDocument, Storage, StorageConfig};
 use karpor_testkit::cluster::{configmaps, kube_name as unique, namespaces, Kube, LIMIT};
 use karpor_testkit::process::{get, wait_for, Karpor, Spawn};
@@ -348,6 +349,60 @@ async fn an_agent_syncs_its_cluster_into_the_hub_and_nothing_else() {
     assert!(!view.to_string().contains(APISERVER_TOKEN), "{view}");
     assert!(!hub.logs().contains(APISERVER_TOKEN));
 
+    // One agent's requests at once are bounded: with the agent itself stopped, as many
+    // writes as the bound whose bodies never end hold its places, and another request is
+    // 429 until they end.
+    drop(agent);
+    let (ends, hanging): (Vec<_>, Vec<_>) = (0..wire::EXCHANGES_PER_AGENT)
+        .map(|_| {
+            let (mut end, body) =
+                futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+            // A first byte, so the request is under way at the hub; the rest never comes.
+            end.try_send(Ok(b"{".to_vec())).unwrap();
+            // A client each: requests sharing one would wait for its one connection.
+            let request = as_the_agent(&agent_dir.path().join("agent-state.json"))
+                .post(&writes)
+                .header("content-type", "application/json")
+                .body(reqwest::Body::wrap_stream(body))
+                .send();
+            (end, tokio::spawn(request))
+        })
+        .unzip();
+    let plan = format!("{address}{}{}", wire::PREFIX, wire::PLAN);
+    let plan_status = || {
+        let (client, plan) = (as_agent.clone(), plan.clone());
+        async move { client.get(&plan).send().await.map(|r| r.status().as_u16()) }
+    };
+    wait_for(LIMIT, "a request past the agent's bound is 429", || {
+        let status = plan_status();
+        async move {
+            let s = status.await;
+            matches!(s, Ok(429))
+        }
+    })
+    .await;
+    let limited = as_agent.get(&plan).send().await.unwrap();
+    assert!(limited.headers().contains_key("retry-after"));
+    let text = limited.text().await.unwrap();
+    assert!(
+        text.contains("requests of this agent are under way"),
+        "{text}"
+    );
+    drop(ends);
+    for request in hanging {
+        let answered = request.await.unwrap().unwrap();
+        assert_eq!(
+            answered.status().as_u16(),
+            400,
+            "a body cut short is no batch"
+        );
+    }
+    assert_eq!(
+        plan_status().await.unwrap(),
+        200,
+        "the places were given back"
+    );
+
     // Revoked: the agent's certificate is refused at once.
     let (status, body) = call(
         &hub,
@@ -361,7 +416,6 @@ async fn an_agent_syncs_its_cluster_into_the_hub_and_nothing_else() {
     assert_eq!(refused.status().as_u16(), 401);
     let text = refused.text().await.unwrap();
     assert!(text.contains("revoked"), "{text}");
-    drop(agent);
 
     // The CLI registers a cluster in agent mode and prints the install line.
     let printed = std::process::Command::new(karpor_testkit::process::binary())

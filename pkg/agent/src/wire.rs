@@ -19,6 +19,13 @@ pub const WRITES: &str = "/writes";
 /// ([`karpor_storage::VersionDigest`]), for a first list after a restart to compare with.
 pub const VERSIONS: &str = "/versions";
 
+/// Requests (join, renew, plan, writes, versions) one agent has under way at once; the
+/// hub answers more with 429. An agent uses at most its one writer's batch, a plan poll,
+/// a renewal and [`VERSIONS_AT_ONCE`].
+pub const EXCHANGES_PER_AGENT: usize = 8;
+/// `versions` requests one agent has under way at once: each is a scan of storage.
+pub const VERSIONS_AT_ONCE: usize = 2;
+
 /// The most writes one batch may hold; the agent's writer sends one at a time.
 pub const MAX_WRITES: usize = 64;
 /// The most documents all the writes of one batch may hold together.

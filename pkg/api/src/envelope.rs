@@ -3,7 +3,7 @@
 //! a [`Reply`] of their typed answer or an [`ApiError`]; the [`envelope`] middleware writes the body, so the
 //! refusals of layers and extractors (413, 405, a bad query string) get it too.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{to_bytes, Body};
 use axum::extract::Request;
@@ -166,6 +166,26 @@ impl From<StorageError> for ApiError {
 
 /// A handler's answer: `T` in the envelope, or a failure.
 pub(crate) type ApiResult<T> = Result<Reply<T>, ApiError>;
+
+/// A refusal for being over a limit on work asked at once or per second: 429 with
+/// `Retry-After`.
+#[derive(Debug)]
+pub(crate) struct Limited {
+    pub message: String,
+    pub retry_after: Duration,
+}
+
+impl IntoResponse for Limited {
+    fn into_response(self) -> Response {
+        let seconds = self.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+        let mut response =
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, self.message).into_response();
+        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    }
+}
 
 /// Marks an answer Karpor gives outside the envelope (a stream, a plain-text refusal).
 #[derive(Clone, Copy)]

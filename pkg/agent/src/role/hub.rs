@@ -10,7 +10,7 @@ use karpor_syncer::{Sink, SinkError, SyncPlan, TypeScope, Write};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 use super::link::Link;
 use crate::key::AgentKey;
@@ -196,7 +196,21 @@ struct Enveloped<T> {
 }
 
 /// The writer's sink: each write is one batch, answered once the hub committed it.
-pub(crate) struct HubSink(pub(crate) Arc<Hub>);
+pub(crate) struct HubSink {
+    hub: Arc<Hub>,
+    /// Each `versions` is a scan of the hub's storage: no more at once than the hub takes
+    /// from one agent.
+    versions: Semaphore,
+}
+
+impl HubSink {
+    pub(crate) fn new(hub: Arc<Hub>) -> HubSink {
+        HubSink {
+            hub,
+            versions: Semaphore::new(wire::VERSIONS_AT_ONCE),
+        }
+    }
+}
 
 /// One write as a batch, without copying its documents.
 #[derive(Serialize)]
@@ -210,7 +224,7 @@ impl Sink for HubSink {
         // The cluster is the one the certificate names; the hub takes it from there.
         let batch = Outgoing { writes: [write] };
         let written: Written = self
-            .0
+            .hub
             .call(reqwest::Method::POST, wire::WRITES, Some(&batch))
             .await?;
         Ok(written.removed)
@@ -225,8 +239,13 @@ impl Sink for HubSink {
         _cluster: &str,
         scope: &TypeScope,
     ) -> Result<Option<VersionDigest>, SinkError> {
+        let _turn = self
+            .versions
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
         let digest = self
-            .0
+            .hub
             .call(reqwest::Method::POST, wire::VERSIONS, Some(scope))
             .await?;
         Ok(Some(digest))

@@ -7,6 +7,7 @@
 
 mod checks;
 mod control;
+mod load;
 pub(crate) mod peers;
 pub(crate) mod reply;
 mod routes;
@@ -69,6 +70,7 @@ struct AgentState {
     audit: Arc<AuditConfig>,
     history: HistorySettings,
     sessions: Arc<AgentSessions>,
+    load: load::AgentLoad,
 }
 
 /// How long a route's exchange lasts, which decides the bounds it runs under.
@@ -99,7 +101,7 @@ impl AgentRoutes {
         let full = format!("{}{path}", wire::PREFIX);
         self.endpoints.push(Endpoint::new(method, full, permission));
         let checked = handler.route_layer(axum::middleware::from_fn(
-            move |request: Request, next: Next| authorize(permission, request, next),
+            move |request: Request, next: Next| authorize(permission, lasting, request, next),
         ));
         match lasting {
             Lasting::Exchange => self.exchanges = self.exchanges.route(path, checked),
@@ -199,6 +201,7 @@ pub fn agent_routes(parts: AgentParts) -> Router {
         audit: Arc::new(parts.audit),
         history: parts.history,
         sessions: parts.sessions,
+        load: load::AgentLoad::default(),
     };
     let AgentRoutes {
         exchanges, streams, ..
@@ -226,7 +229,12 @@ pub fn agent_routes(parts: AgentParts) -> Router {
 
 /// The per-route check: an `agent` route needs a current agent certificate of a cluster
 /// registered in agent mode; its identity goes to the handler.
-async fn authorize(permission: Permission, mut request: Request, next: Next) -> Response {
+async fn authorize(
+    permission: Permission,
+    lasting: Lasting,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let Some(state) = request.extensions().get::<AgentState>().cloned() else {
         tracing::error!("an agent route was reached without its state");
         return ApiError::new(
@@ -235,6 +243,8 @@ async fn authorize(permission: Permission, mut request: Request, next: Next) -> 
         )
         .into_response();
     };
+    // An agent's request holds its place until its answer is made.
+    let mut place = None;
     match permission {
         Permission::AgentJoin => {}
         Permission::AgentPeer => {
@@ -260,6 +270,18 @@ async fn authorize(permission: Permission, mut request: Request, next: Next) -> 
             let certificate = request.extensions().get::<ClientCertificate>().cloned();
             match agent_of(&state, certificate).await {
                 Ok(identity) => {
+                    if let Lasting::Exchange = lasting {
+                        match state.load.exchange(&identity.cluster) {
+                            Ok(taken) => place = Some(taken),
+                            Err(limited) => {
+                                tracing::info!(target: ACCESS_LOG, permission = permission.as_str(),
+                                    who = %format!("agent:{}", identity.cluster),
+                                    path = request.uri().path(), status = 429u16,
+                                    outcome = "limited", "access");
+                                return limited.into_response();
+                            }
+                        }
+                    }
                     request.extensions_mut().insert(identity);
                 }
                 Err(refusal) => {
@@ -282,7 +304,9 @@ async fn authorize(permission: Permission, mut request: Request, next: Next) -> 
             .into_response();
         }
     }
-    next.run(request).await
+    let response = next.run(request).await;
+    drop(place);
+    response
 }
 
 /// Who the certificate names, when it is current and its cluster is an agent's.

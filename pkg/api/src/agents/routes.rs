@@ -100,6 +100,7 @@ pub(super) async fn versions(
     Extension(identity): Extension<AgentIdentity>,
     Body(scope): Body<VersionsRequest>,
 ) -> ApiResult<karpor_storage::VersionDigest> {
+    let _turn = state.load.scan(&identity.cluster).await;
     let cluster = identity.cluster.to_string();
     let digest = state
         .storage

@@ -10,8 +10,6 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use karpor_config::ConfigIssue;
@@ -22,7 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::ApiError;
+use crate::envelope::Limited;
 
 /// `server.limits.live`: the work callers may make karpor do in member clusters.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -246,27 +244,11 @@ impl Drop for StreamSlot {
     }
 }
 
-/// A refusal for being over a live limit: 429 with `Retry-After`.
-#[derive(Debug)]
-pub(crate) struct Limited {
-    pub message: String,
-    pub retry_after: Duration,
-}
-
-impl IntoResponse for Limited {
-    fn into_response(self) -> Response {
-        let seconds = self.retry_after.as_secs_f64().ceil().max(1.0) as u64;
-        let mut response =
-            ApiError::new(StatusCode::TOO_MANY_REQUESTS, self.message).into_response();
-        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
-            response.headers_mut().insert(header::RETRY_AFTER, value);
-        }
-        response
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+
     use super::*;
 
     fn bounds(calls_per_second: u32, burst: u32, per_caller: usize, total: usize) -> LiveBounds {
