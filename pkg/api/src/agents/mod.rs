@@ -268,29 +268,28 @@ async fn authorize(
         }
         Permission::Agent => {
             let certificate = request.extensions().get::<ClientCertificate>().cloned();
-            match agent_of(&state, certificate).await {
-                Ok(identity) => {
-                    if let Lasting::Exchange = lasting {
-                        match state.load.exchange(&identity.cluster) {
-                            Ok(taken) => place = Some(taken),
-                            Err(limited) => {
-                                tracing::info!(target: ACCESS_LOG, permission = permission.as_str(),
-                                    who = %format!("agent:{}", identity.cluster),
-                                    path = request.uri().path(), status = 429u16,
-                                    outcome = "limited", "access");
-                                return limited.into_response();
-                            }
-                        }
-                    }
-                    request.extensions_mut().insert(identity);
-                }
+            let identity = match agent_of(&state, certificate).await {
+                Ok(identity) => identity,
                 Err(refusal) => {
                     tracing::info!(target: ACCESS_LOG, permission = permission.as_str(),
                         path = request.uri().path(), status = refusal.status.as_u16(),
                         why = %refusal.message, outcome = "refused", "access");
                     return refusal.into_response();
                 }
+            };
+            if let Lasting::Exchange = lasting {
+                match state.load.exchange(&identity.cluster) {
+                    Ok(taken) => place = Some(taken),
+                    Err(limited) => {
+                        tracing::info!(target: ACCESS_LOG, permission = permission.as_str(),
+                            who = %format!("agent:{}", identity.cluster),
+                            path = request.uri().path(), status = 429u16,
+                            outcome = "limited", "access");
+                        return limited.into_response();
+                    }
+                }
             }
+            request.extensions_mut().insert(identity);
         }
         _ => {
             tracing::error!(
